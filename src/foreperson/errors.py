@@ -8,7 +8,9 @@
     │   ├── InputError              a malformed input file (path, line)
     │   └── MissingDependency       an optional extra is not installed
     ├── RunError                    raised while work runs
-    │   └── LeaseLost               this worker no longer holds the task's lease
+    │   ├── LeaseLost               this worker no longer holds the task's lease
+    │   ├── ModelError              a model call failed; the SDK error is __cause__
+    │   └── OutputValidationError   the model's final answer never matched the agent's output_type
     └── StoreError                  the task store failed; the driver error is __cause__
 
 Signals raised *by user code* inside a task stand outside the tree, with imperative
@@ -26,6 +28,8 @@ __all__ = [
     "InvalidPlan",
     "LeaseLost",
     "MissingDependency",
+    "ModelError",
+    "OutputValidationError",
     "Retry",
     "RunError",
     "StoreError",
@@ -91,6 +95,67 @@ class LeaseLost(RunError):
             "or finished elsewhere); this worker's result was discarded"
         )
         self.task_id = task_id
+
+
+class ModelError(RunError):
+    """A call to a model failed: an HTTP error, a timeout, a connection error, a reply
+    that could not be read, or retries that ran out.
+
+    The provider SDK's own exception, when there is one, is kept as ``__cause__``.
+
+    Attributes:
+        model: the model's name (``"openai:gpt-4o"``), or None when unknown.
+        status_code: the HTTP status of the failed response, or None (timeouts, connection
+            errors, unreadable replies).
+        retryable: whether another attempt could succeed (429, 5xx, timeouts: yes; other
+            4xx: no). When not given, :func:`foreperson.work.retry.is_retryable` decides
+            from ``status_code``.
+        retry_after_s: seconds the server asked us to wait (``Retry-After``), or None.
+        attempts: how many attempts were made before this error was raised (1 without
+            a retry wrapper).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        model: str | None = None,
+        status_code: int | None = None,
+        retryable: bool | None = None,
+        retry_after_s: float | None = None,
+        attempts: int = 1,
+    ) -> None:
+        super().__init__(message)
+        self.model = model
+        self.status_code = status_code
+        self._retryable = retryable
+        self.retry_after_s = retry_after_s
+        self.attempts = attempts
+
+    @property
+    def retryable(self) -> bool:
+        """Whether another attempt could succeed: the value given at construction, else
+        :func:`foreperson.work.retry.is_retryable` applied to this error."""
+        if self._retryable is not None:
+            return self._retryable
+        from .work.retry import is_retryable
+
+        return is_retryable(self)
+
+
+class OutputValidationError(RunError):
+    """The model's final answer did not match the agent's ``output_type``, even after the
+    validation errors were sent back to it (``Limits.max_output_retries`` times).
+
+    Attributes:
+        text: the model's last answer, as written.
+        errors: the validation errors of that answer, as text.
+    """
+
+    def __init__(self, message: str, *, text: str | None, errors: str) -> None:
+        super().__init__(message)
+        self.text = text
+        self.errors = errors
 
 
 class StoreError(ForepersonError):
