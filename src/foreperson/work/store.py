@@ -13,6 +13,7 @@ the current token, so a worker whose task was reclaimed cannot write any more.
 from __future__ import annotations
 
 import graphlib
+from contextlib import AbstractContextManager
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -64,6 +65,11 @@ class StoreStats:
 @runtime_checkable
 class TaskStore(Protocol):
     """Durable task records. All times come from the store's clock."""
+
+    def batch(self) -> AbstractContextManager[None]:
+        """Group the calls made inside, on this thread, into one transaction with one
+        commit (group commit). A call that fails inside is undone alone."""
+        ...
 
     def add(self, tasks: Sequence[Task]) -> list[str]:
         """Insert new tasks (PENDING). A task whose id is already stored is skipped, so

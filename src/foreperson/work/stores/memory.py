@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 import threading
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ..store import StoreStats, validate_new_tasks
@@ -60,6 +61,12 @@ class MemoryStore:
         self._release_locks(task)
         task.lease_token = None
         task.assigned_to = None
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Hold the store's lock across the calls made inside (see :meth:`TaskStore.batch`)."""
+        with self._lock:
+            yield
 
     # -- contract --------------------------------------------------------------
     def add(self, tasks: Sequence[Task]) -> list[str]:

@@ -131,6 +131,7 @@ class SqliteStore:
         self.path = str(path)
         self.clock = clock or SystemClock()
         self._lock = threading.RLock()
+        self._batch_owner: int | None = None
         try:
             self._conn = sqlite3.connect(self.path, isolation_level=None,
                                          check_same_thread=False,
@@ -164,7 +165,27 @@ class SqliteStore:
             return self._conn.execute("PRAGMA user_version").fetchone()[0]
 
     @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Run the store calls made inside (on this thread) in one transaction with one
+        commit: group commit, so a supervisor settling many tasks pays one fsync. A call
+        that fails inside is rolled back alone (a savepoint); the others still commit."""
+        with self._lock:
+            if self._batch_owner == threading.get_ident():
+                yield
+                return
+            with self._tx():
+                self._batch_owner = threading.get_ident()
+                try:
+                    yield
+                finally:
+                    self._batch_owner = None
+
+    @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        if self._batch_owner == threading.get_ident():
+            with self._savepoint() as db:
+                yield db
+            return
         with self._lock:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
@@ -184,6 +205,23 @@ class SqliteStore:
                 except sqlite3.Error as exc:
                     self._conn.execute("ROLLBACK")
                     raise StoreError(f"{self.path}: commit failed: {exc}") from exc
+
+    @contextmanager
+    def _savepoint(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("SAVEPOINT op")
+            try:
+                yield self._conn
+            except sqlite3.Error as exc:
+                self._conn.execute("ROLLBACK TO op")
+                self._conn.execute("RELEASE op")
+                raise StoreError(f"{self.path}: {exc}") from exc
+            except BaseException:
+                self._conn.execute("ROLLBACK TO op")
+                self._conn.execute("RELEASE op")
+                raise
+            else:
+                self._conn.execute("RELEASE op")
 
     def _read(self, sql: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> list[tuple]:
         with self._lock:
