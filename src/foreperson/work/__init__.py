@@ -1,17 +1,26 @@
 """The work layer: task records, stores, the supervisor and workers (seed 000)."""
 
+from .app import App
 from .retry import backoff_seconds, is_retryable
 from .store import StoreStats, TaskStore
 from .stores import MemoryStore, SqliteStore
+from .supervisor import RunReport, Supervisor
 from .task import Status, Task
+from .worker import TaskContext, Worker, current_task
 
 __all__ = [
+    "App",
     "MemoryStore",
     "SqliteStore",
+    "RunReport",
     "Status",
     "StoreStats",
+    "Supervisor",
     "Task",
+    "TaskContext",
     "TaskStore",
+    "Worker",
     "backoff_seconds",
+    "current_task",
     "is_retryable",
 ]

@@ -1,0 +1,1 @@
+"""The ``foreperson`` command line: a thin layer over the public API."""

@@ -1,0 +1,35 @@
+"""Helpers shared by the commands: opening a store from ``--db`` / ``--dsn``."""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import ConfigurationError
+from ..work.store import TaskStore
+
+DB_HELP = "SQLite task database (created when missing)."
+DSN_HELP = "PostgreSQL DSN, e.g. postgresql://user@host/db (workers on many machines)."
+
+
+def open_store(db: str | None, dsn: str | None, *, must_exist: bool = False) -> TaskStore:
+    """Open the store named on the command line.
+
+    Args:
+        db: path of a SQLite file.
+        dsn: a PostgreSQL DSN.
+        must_exist: refuse a SQLite path that does not exist (for read-only commands).
+
+    Raises:
+        ConfigurationError: both or neither given, or a missing file with must_exist.
+    """
+    if db and dsn:
+        raise ConfigurationError("give --db (SQLite) or --dsn (PostgreSQL), not both")
+    if dsn:
+        from ..work.stores.postgres import PostgresStore
+        return PostgresStore(dsn)
+    if not db:
+        raise ConfigurationError("say where the tasks are: --db PATH (SQLite) or --dsn DSN")
+    if must_exist and not os.path.exists(db):
+        raise ConfigurationError(f"no task database at {db}")
+    from ..work.stores.sqlite import SqliteStore
+    return SqliteStore(db)

@@ -1,0 +1,37 @@
+"""``foreperson retry``: put DEAD tasks back to PENDING."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import ConfigurationError
+from ._common import DB_HELP, DSN_HELP, open_store
+
+
+def retry(
+    ids: Annotated[Optional[list[str]], typer.Argument(help="Ids of DEAD tasks.")] = None,  # noqa: UP045
+    all_dead: Annotated[bool, typer.Option("--all-dead", help="Every DEAD task.")] = False,
+    db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None,  # noqa: UP045
+    dsn: Annotated[Optional[str], typer.Option(help=DSN_HELP)] = None,  # noqa: UP045
+) -> None:
+    """Put DEAD tasks back to PENDING with fresh attempts (their error history is kept),
+    together with the tasks that were parked because they depended on them. Run the job
+    (or the workers) again afterwards to process them."""
+    if bool(ids) == all_dead:
+        raise ConfigurationError("name the task ids to retry, or pass --all-dead (not both)")
+    store = open_store(db, dsn, must_exist=True)
+    try:
+        revived = store.retry_dead(None if all_dead else ids)
+    finally:
+        store.close()
+    missing = sorted(set(ids or ()) - set(revived))
+    typer.echo(f"{len(revived)} task(s) back to pending")
+    if missing:
+        typer.echo(f"not DEAD or unknown, left alone: {', '.join(missing)}", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the command to ``app``."""
+    app.command()(retry)

@@ -1,0 +1,294 @@
+"""The TaskStore contract: every store (memory, SQLite, PostgreSQL) must pass all of it."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timezone
+
+import pytest
+
+from foreperson.errors import InvalidPlan
+from foreperson.work import Status, Task
+
+
+def claim_one(store, kind="k", worker="w1"):
+    got = store.claim(worker, {kind}, 1)
+    assert len(got) == 1, f"expected one claimable {kind} task, got {got}"
+    return got[0]
+
+
+def test_add_and_get_round_trip(make_store, clock):
+    store = make_store(clock=clock)
+    task = Task("k", {"text": "héllo", "n": [1, 2]}, max_attempts=5, estimate_s=2.5,
+                locks=["row:1"])
+    assert store.add([task]) == [task.id]
+    got = store.get(task.id)
+    assert got is not None
+    assert (got.kind, got.payload, got.max_attempts, got.estimate_s, got.locks) == (
+        "k", {"text": "héllo", "n": [1, 2]}, 5, 2.5, ["row:1"])
+    assert got.status is Status.PENDING and got.attempts == 0 and got.lease_token is None
+    assert got.created_at.tzinfo == timezone.utc
+    assert got.created_at.timestamp() == pytest.approx(clock.now())
+    assert store.get("missing") is None
+
+
+def test_adding_the_same_id_twice_is_harmless(make_store):
+    store = make_store()
+    task = Task("k", {"a": 1}, id="ticket-1")
+    assert store.add([task]) == ["ticket-1"]
+    assert store.add([Task("k", {"a": 2}, id="ticket-1")]) == []
+    assert store.get("ticket-1").payload == {"a": 1}
+
+
+def test_unknown_dependency_is_rejected_and_nothing_is_stored(make_store):
+    store = make_store()
+    ok = Task("k")
+    bad = Task("k", depends_on=["nope"])
+    with pytest.raises(InvalidPlan, match="unknown task"):
+        store.add([ok, bad])
+    assert store.get(ok.id) is None
+
+
+def test_cycle_is_rejected_when_added(make_store):
+    store = make_store()
+    a, b, c = Task("k", id="a"), Task("k", id="b"), Task("k", id="c")
+    a.depends_on, b.depends_on, c.depends_on = ["c"], ["a"], ["b"]
+    with pytest.raises(InvalidPlan, match="cycle"):
+        store.add([a, b, c])
+    assert store.stats().total == 0
+
+
+def test_payload_must_be_json(make_store):
+    store = make_store()
+    with pytest.raises(InvalidPlan, match="not JSON"):
+        store.add([Task("k", {"when": object()})])
+
+
+def test_dependencies_gate_readiness(make_store):
+    store = make_store()
+    first = Task("k", id="first")
+    second = Task("k", id="second", depends_on=["first"])
+    store.add([first, second])
+    assert [t.id for t in store.ready({"k"}, 10)] == ["first"]
+    claimed = claim_one(store)
+    assert store.ready({"k"}, 10) == []
+    assert store.complete(claimed.id, claimed.lease_token, {"ok": True})
+    assert [t.id for t in store.ready({"k"}, 10)] == ["second"]
+
+
+def test_claim_counts_the_attempt_and_hands_out_a_task_once(make_store):
+    store = make_store()
+    store.add([Task("k", id="t")])
+    task = claim_one(store)
+    assert task.attempts == 1 and task.status is Status.ASSIGNED
+    assert task.assigned_to == "w1" and task.lease_token
+    assert store.claim("w2", {"k"}, 5) == []
+    assert store.start(task.id, task.lease_token)
+    assert store.get("t").status is Status.RUNNING
+    assert store.stats().active_by_worker == {"w1": 1}
+
+
+def test_claim_only_takes_the_kinds_asked_for(make_store):
+    store = make_store()
+    store.add([Task("a", id="a1"), Task("b", id="b1")])
+    assert [t.id for t in store.claim("w", {"b"}, 5)] == ["b1"]
+
+
+def test_writes_are_fenced_by_the_lease_token(make_store, clock):
+    store = make_store(clock=clock)
+    store.add([Task("k", id="t")])
+    old = claim_one(store, worker="old")
+    clock.advance(100)
+    assert store.reclaim_stale(90) == ["t"]
+    new = claim_one(store, worker="new")
+    assert new.lease_token != old.lease_token
+    # the old worker, still alive, can no longer write anything
+    assert not store.start("t", old.lease_token)
+    assert store.heartbeat({"t": old.lease_token}) == {"t"}
+    assert not store.complete("t", old.lease_token, {"late": True})
+    assert store.fail("t", old.lease_token, "late", retry_at=None) is None
+    assert not store.claim_effect("send", "t", old.lease_token)
+    assert not store.release("t", old.lease_token)
+    assert store.heartbeat({"t": new.lease_token}) == set()
+    assert store.complete("t", new.lease_token, {"by": "new"})
+    assert store.get("t").result == {"by": "new"}
+
+
+def test_completed_task_is_never_handed_out_again(make_store, clock):
+    store = make_store(clock=clock)
+    store.add([Task("k", id="t")])
+    task = claim_one(store)
+    assert store.complete("t", task.lease_token, 1)
+    clock.advance(10_000)
+    assert store.reclaim_stale(1) == []
+    assert store.claim("w", {"k"}, 5) == []
+    done = store.get("t")
+    assert done.status is Status.COMPLETED and done.finished_at is not None
+
+
+def test_failed_attempt_waits_for_its_backoff(make_store, clock):
+    store = make_store(clock=clock)
+    store.add([Task("k", id="t")])
+    task = claim_one(store)
+    assert store.fail("t", task.lease_token, "TimeoutError: slow",
+                      retry_at=clock.now() + 4) is Status.FAILED
+    failed = store.get("t")
+    assert failed.status is Status.FAILED and failed.error == "TimeoutError: slow"
+    assert [e["attempt"] for e in failed.errors] == [1]
+    assert store.claim("w", {"k"}, 1) == []
+    clock.advance(5)
+    again = claim_one(store)
+    assert again.attempts == 2
+
+
+def test_dead_task_parks_its_dependents_transitively(make_store):
+    store = make_store()
+    store.add([Task("k", id="a"), Task("k", id="b", depends_on=["a"]),
+               Task("k", id="c", depends_on=["b"]), Task("k", id="free")])
+    task = store.claim("w", {"k"}, 10)
+    assert {t.id for t in task} == {"a", "free"}
+    a = next(t for t in task if t.id == "a")
+    assert store.fail("a", a.lease_token, "ValueError: bad payload", retry_at=None) is Status.DEAD
+    assert sorted(store.park_blocked()) == ["b", "c"]
+    assert store.get("b").status is Status.DEAD
+    assert "dependency a is dead" in store.get("b").error
+    assert store.stats().counts[Status.DEAD] == 3
+    assert store.stats().unfinished == 1   # only "free" is still running
+
+
+def test_retry_dead_revives_the_task_and_its_parked_dependents(make_store):
+    store = make_store()
+    store.add([Task("k", id="a", max_attempts=1), Task("k", id="b", depends_on=["a"])])
+    a = claim_one(store)
+    store.fail("a", a.lease_token, "boom", retry_at=None)
+    store.park_blocked()
+    assert store.retry_dead(["a"]) == ["a", "b"]
+    revived = store.get("a")
+    assert revived.status is Status.PENDING and revived.attempts == 0
+    assert [e["error"] for e in revived.errors] == ["boom"]   # history is kept
+    assert store.get("b").status is Status.PENDING
+
+
+def test_stale_task_is_reclaimed_then_dead_after_max_attempts(make_store, clock):
+    store = make_store(clock=clock)
+    store.add([Task("k", id="poison", max_attempts=2)])
+    for attempt in (1, 2):
+        task = claim_one(store)
+        assert task.attempts == attempt
+        clock.advance(60)
+        assert store.reclaim_stale(90) == []   # heartbeat 60 s old: not stale yet
+        assert store.heartbeat({"poison": task.lease_token}) == set()
+        clock.advance(91)
+        assert store.reclaim_stale(90) == ["poison"]
+    final = store.get("poison")
+    assert final.status is Status.DEAD
+    assert "stopped heartbeating" in final.error and len(final.errors) == 2
+
+
+def test_release_gives_the_task_back_without_counting_the_attempt(make_store):
+    store = make_store()
+    store.add([Task("k", id="t")])
+    task = claim_one(store)
+    assert store.release("t", task.lease_token)
+    back = store.get("t")
+    assert back.status is Status.PENDING and back.attempts == 0
+    assert claim_one(store).attempts == 1
+
+
+def test_tasks_sharing_a_lock_never_run_together(make_store):
+    store = make_store()
+    store.add([Task("k", id="w1", locks=["out.csv"]), Task("k", id="w2", locks=["out.csv"]),
+               Task("k", id="other", locks=["elsewhere"])])
+    first = store.claim("w", {"k"}, 10)
+    assert sorted(t.id for t in first) == ["other", "w1"]
+    assert store.claim("w", {"k"}, 10) == []
+    holder = next(t for t in first if t.id == "w1")
+    assert store.complete("w1", holder.lease_token, None)
+    assert [t.id for t in store.claim("w", {"k"}, 10)] == ["w2"]
+
+
+def test_lock_is_freed_by_failure_and_by_reclaim(make_store, clock):
+    store = make_store(clock=clock)
+    store.add([Task("k", id="a", locks=["x"]), Task("k", id="b", locks=["x"])])
+    a = claim_one(store)
+    store.fail(a.id, a.lease_token, "boom", retry_at=clock.now() + 100)
+    b = claim_one(store)
+    assert b.id == "b"
+    clock.advance(200)
+    store.reclaim_stale(90)
+    assert {t.id for t in store.claim("w", {"k"}, 10)} == {"a"}
+
+
+def test_side_effect_is_claimed_exactly_once_per_key(make_store, clock):
+    store = make_store(clock=clock)
+    store.add([Task("k", id="t")])
+    first = claim_one(store)
+    assert store.claim_effect("task:t:send", "t", first.lease_token)
+    assert not store.claim_effect("task:t:send", "t", first.lease_token)
+    clock.advance(100)
+    store.reclaim_stale(90)
+    second = claim_one(store)
+    assert not store.claim_effect("task:t:send", "t", second.lease_token)
+    assert store.claim_effect("task:t:other", "t", second.lease_token)
+
+
+def test_stats_report_counts_active_workers_and_oldest_age(make_store, clock):
+    store = make_store(clock=clock)
+    store.add([Task("k", id="old")])
+    clock.advance(30)
+    store.add([Task("k", id="new")])
+    claim_one(store, worker="alice")
+    clock.advance(10)
+    stats = store.stats()
+    assert stats.counts[Status.ASSIGNED] == 1 and stats.counts[Status.PENDING] == 1
+    assert stats.active_by_worker == {"alice": 1}
+    assert stats.oldest_unfinished_age_s == pytest.approx(40)
+    assert stats.total == 2 and stats.unfinished == 2
+
+
+def test_mean_durations_are_learned_per_kind(make_store, clock):
+    store = make_store(clock=clock)
+    store.add([Task("slow", id="s"), Task("fast", id="f")])
+    for kind, seconds in (("slow", 8), ("fast", 2)):
+        task = store.claim("w", {kind}, 1, start=True)[0]
+        clock.advance(seconds)
+        store.complete(task.id, task.lease_token, None)
+    assert store.mean_durations() == {"slow": pytest.approx(8), "fast": pytest.approx(2)}
+
+
+def test_batch_commits_every_call_made_inside(make_store):
+    store = make_store()
+    store.add([Task("k", id=str(i)) for i in range(5)])
+    claimed = store.claim("w", {"k"}, 5)
+    with store.batch():
+        for task in claimed:
+            assert store.complete(task.id, task.lease_token, {"i": task.id})
+        assert not store.complete(claimed[0].id, "stale-token", {})
+    assert store.stats().counts[Status.COMPLETED] == 5
+
+
+def test_concurrent_claims_never_hand_a_task_out_twice(make_store):
+    store = make_store()
+    store.add([Task("k", id=str(i)) for i in range(400)])
+    seen: list[str] = []
+    seen_lock = threading.Lock()
+    barrier = threading.Barrier(8)
+
+    def worker(name: str) -> None:
+        barrier.wait()
+        while True:
+            got = store.claim(name, {"k"}, 3)
+            if not got:
+                return
+            for task in got:
+                assert store.complete(task.id, task.lease_token, name)
+            with seen_lock:
+                seen.extend(t.id for t in got)
+
+    threads = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(seen, key=int) == [str(i) for i in range(400)]
+    assert store.stats().counts[Status.COMPLETED] == 400
