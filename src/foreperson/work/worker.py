@@ -55,6 +55,20 @@ class TaskContext:
         return self.store.claim_effect(key, self.task.id, self.task.lease_token or "")
 
 
+    def dependency_results(self) -> dict[str, Any]:
+        """Results of the tasks this one depends on, by id (all COMPLETED, or the task
+        would not have been ready).
+
+        Raises:
+            StoreError: the store failed.
+        """
+        out = {}
+        for dep in self.task.depends_on:
+            record = self.store.get(dep)
+            out[dep] = record.result if record is not None else None
+        return out
+
+
 _CURRENT: contextvars.ContextVar[TaskContext] = contextvars.ContextVar("foreperson_task")
 
 

@@ -1,0 +1,153 @@
+"""``foreperson tickets``: the nightly ticket job on a CSV / JSON / JSONL file."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import anyio
+import typer
+
+from ..errors import ConfigurationError
+from ._common import DB_HELP, DSN_HELP, open_store
+
+EXAMPLES_HELP = ("Labelled tickets to train on (CSV/JSON/JSONL with text, label and answer "
+                 "columns); default: the small multilingual set bundled with foreperson.")
+
+
+def tickets(
+    input_file: Annotated[Path, typer.Argument(metavar="INPUT", help="Tickets: .csv, .json (a list) or .jsonl.")],
+    workers: Annotated[int, typer.Option("--workers", "-w", min=0, help="Local workers; 0 = only supervise (with --dsn, remote `foreperson worker foreperson.tickets.job` processes do the work).")] = 8,
+    db: Annotated[Optional[str], typer.Option(help=DB_HELP + " Default: INPUT's name + .tasks.db in the current folder.")] = None,  # noqa: UP045
+    dsn: Annotated[Optional[str], typer.Option(help=DSN_HELP)] = None,  # noqa: UP045
+    out: Annotated[Optional[Path], typer.Option(help="Results, one JSON line per ticket. Default: INPUT's name + .results.jsonl in the current folder.")] = None,  # noqa: UP045
+    examples: Annotated[Optional[Path], typer.Option(help=EXAMPLES_HELP)] = None,  # noqa: UP045
+    examples_text_column: Annotated[Optional[str], typer.Option(help="Text column of --examples.")] = None,  # noqa: UP045
+    examples_label_column: Annotated[Optional[str], typer.Option(help="Label (category) column of --examples, e.g. queue.")] = None,  # noqa: UP045
+    id_column: Annotated[Optional[str], typer.Option(help="Ticket id column (default: id / ticket_id; else the row number).")] = None,  # noqa: UP045
+    subject_column: Annotated[Optional[str], typer.Option(help="Subject column (default: subject / title).")] = None,  # noqa: UP045
+    body_column: Annotated[Optional[str], typer.Option(help="Body column (default: body / text / description / message).")] = None,  # noqa: UP045
+    min_confidence: Annotated[Optional[float], typer.Option(min=0.0, max=1.0, help="Below this classifier probability a ticket needs a human (default: twice chance).")] = None,  # noqa: UP045
+    max_attempts: Annotated[int, typer.Option(min=1, help="Attempts per task before it is parked DEAD.")] = 3,
+    stale_after: Annotated[float, typer.Option(min=0.1, help="Seconds without a heartbeat before a task is reclaimed.")] = 90.0,
+    model: Annotated[Optional[str], typer.Option(help="Use a language model instead of the offline classifier, e.g. gpt-4o-mini, claude-sonnet-4-5, openai:NAME.")] = None,  # noqa: UP045
+    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible server for --model (vLLM, llama.cpp, Ollama).")] = None,  # noqa: UP045
+    progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Live progress display (default: on a terminal).")] = None,  # noqa: UP045
+) -> None:
+    """Classify every ticket, draft a reply and flag what needs a human.
+
+    Each ticket becomes three durable tasks (classify -> draft -> triage) run by
+    --workers workers; each ticket gets exactly one line in --out. Re-running the same
+    command after a crash continues where it stopped: finished tickets are not redone
+    and no line is written twice.
+
+    Example: foreperson tickets tickets.csv --workers 8 --db tickets.db --out results.jsonl
+    """
+    from ..tickets.job import run_job
+    from ..tickets.model import TicketModel, bundled_examples, load_examples
+    from ..tickets.reader import read_tickets
+
+    if model is not None:
+        raise ConfigurationError(
+            "--model: language-model providers are not wired into the ticket job yet; "
+            "run without --model to use the offline classifier")
+    stem = input_file.name.rsplit(".", 1)[0]
+    if not dsn and not db:
+        db = f"{stem}.tasks.db"
+    out = out or Path(f"{stem}.results.jsonl")
+    ticket_file = read_tickets(input_file, id_column=id_column, subject_column=subject_column,
+                               body_column=body_column)        # fails before any work
+    for line, ticket_id, reason in ticket_file.skipped:
+        typer.echo(f"{input_file}:{line}: skipped ticket {ticket_id or '?'}: {reason}", err=True)
+    if not ticket_file.tickets:
+        raise ConfigurationError(f"{input_file}: no tickets with text to process")
+    if examples is not None:
+        training = load_examples(examples, text_column=examples_text_column,
+                                 label_column=examples_label_column)
+    else:
+        training = bundled_examples()
+    ticket_model = TicketModel(training, min_confidence=min_confidence)
+    if workers == 0 and not dsn:
+        raise ConfigurationError("--workers 0 only makes sense with --dsn (remote workers)")
+    store = open_store(db, dsn)
+    show = sys.stderr.isatty() if progress is None else progress
+    total = len(ticket_file.tickets)
+    typer.echo(f"{total} tickets from {input_file} -> {out} (tasks in {db or dsn}), "
+               f"{workers} workers, categories: {', '.join(ticket_model.labels)}", err=True)
+    try:
+        report = _run_with_display(run_job, ticket_file, store, out, workers, ticket_model,
+                                   max_attempts, stale_after, None if dsn else db, show, total)
+    finally:
+        store.close()
+    _print_summary(report, out)
+    if report.dead:
+        raise typer.Exit(1)
+
+
+def _run_with_display(run_job, ticket_file, store, out, workers, ticket_model, max_attempts,
+                      stale_after, exclusive_db, show, total):
+    began = time.monotonic()
+    last_plain = [0.0]
+
+    def describe(stats, written: int) -> str:
+        c = {s.value: n for s, n in stats.counts.items()}
+        elapsed = max(time.monotonic() - began, 1e-9)
+        age = stats.oldest_unfinished_age_s
+        return (f"{written}/{total} tickets, {written / elapsed:.1f}/s | tasks "
+                + " ".join(f"{k} {v}" for k, v in c.items() if v)
+                + (f" | oldest unfinished {age:.1f} s" if age is not None else ""))
+
+    async def go(callback):
+        return await run_job(ticket_file, store, out, workers=workers, model=ticket_model,
+                             max_attempts=max_attempts, stale_after=stale_after,
+                             exclusive_db=exclusive_db, progress=callback)
+
+    if not show:
+        def plain(stats, written):
+            now = time.monotonic()
+            if now - last_plain[0] >= 5.0 or written == total:
+                last_plain[0] = now
+                typer.echo(describe(stats, written), err=True)
+        return anyio.run(go, plain)
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("[bold]tickets"), BarColumn(), TextColumn("{task.description}"),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=False) as bar:
+        handle = bar.add_task("starting", total=total)
+
+        def live(stats, written):
+            bar.update(handle, completed=written, description=describe(stats, written))
+
+        return anyio.run(go, live)
+
+
+def _print_summary(report, out) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"{report.written}/{report.tickets} tickets written to {out} "
+                  f"in {report.elapsed_s:.1f} s")
+    table = Table()
+    table.add_column("category")
+    table.add_column("tickets", justify="right")
+    for category, n in report.categories.most_common():
+        table.add_row(category, str(n))
+    console.print(table)
+    console.print("priority: " + ", ".join(f"{p} {n}" for p, n in report.priorities.most_common()))
+    console.print(f"needs a human: {report.needs_human}; retries: {report.retries}; "
+                  f"reclaimed: {report.reclaimed}; skipped rows: {len(report.skipped)}")
+    if report.dead:
+        console.print(f"[red]{len(report.dead)} DEAD task(s)[/red] "
+                      "(fix the cause, then: foreperson retry --all-dead --db ...):")
+        for task_id, error in report.dead[:20]:
+            console.print(f"  {task_id}: {error}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the command to ``app``."""
+    app.command()(tickets)

@@ -1,0 +1,257 @@
+"""Reading support tickets from CSV, JSON (a list) or JSONL, with errors that name the
+file and line.
+
+Columns are found by name, case-insensitively: the id from ``id`` / ``ticket_id``, the
+subject from ``subject`` / ``title``, the body from ``body`` / ``text`` / ``description``
+/ ``message``. Without an id column the 1-based row number is the id. A malformed file
+raises :class:`~foreperson.errors.InputError` before any work starts; a row with neither
+subject nor body is reported in :attr:`TicketFile.skipped`, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+
+__all__ = ["Ticket", "TicketFile", "find_column", "read_records", "read_tickets"]
+
+ID_NAMES = ("id", "ticket_id", "ticketid", "ticket", "key")
+SUBJECT_NAMES = ("subject", "title", "summary")
+BODY_NAMES = ("body", "text", "description", "message", "content")
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """One support ticket.
+
+    Attributes:
+        id: the ticket's id, as text.
+        subject: the subject line ("" when absent).
+        body: the message.
+        line: the 1-based line where its record starts in the input file.
+    """
+
+    id: str
+    subject: str
+    body: str
+    line: int
+
+    @property
+    def text(self) -> str:
+        """Subject and body, as one text."""
+        return f"{self.subject}\n{self.body}".strip()
+
+
+@dataclass
+class TicketFile:
+    """What was read from one input file.
+
+    Attributes:
+        tickets: the usable tickets, in file order.
+        skipped: ``(line, id, reason)`` for every record that was not used.
+        columns: the column name used for each role (``id``, ``subject``, ``body``).
+    """
+
+    tickets: list[Ticket]
+    skipped: list[tuple[int, str, str]] = field(default_factory=list)
+    columns: dict[str, str | None] = field(default_factory=dict)
+
+
+def _format_of(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if suffix == ".json":
+        return "json"
+    if suffix in (".csv", ".tsv", ".txt"):
+        return "csv"
+    raise InputError(f"unknown file type {suffix!r}: use .csv, .json (a list) or .jsonl",
+                     path=str(path))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError("no such file", path=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise InputError(f"not UTF-8 text (byte {exc.start}); re-save the file as UTF-8",
+                         path=str(path), line=line) from None
+
+
+def _csv_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    dialect = "excel-tab" if path.suffix.lower() == ".tsv" else "excel"
+    reader = csv.reader(text.splitlines(keepends=True), dialect=dialect, strict=True)
+    start = 1
+    try:
+        header = next(reader, None)
+        if header is None:
+            raise InputError("the file is empty: expected a header row", path=str(path), line=1)
+        names = [h.strip() for h in header]
+        if len(set(n.lower() for n in names)) != len(names):
+            raise InputError(f"duplicate column names in the header: {names}",
+                             path=str(path), line=1)
+        start = reader.line_num + 1
+        for row in reader:
+            if not any(cell.strip() for cell in row):
+                start = reader.line_num + 1
+                continue
+            if len(row) != len(names):
+                raise InputError(
+                    f"{len(row)} fields where the header has {len(names)}; check quoting "
+                    "(a field with a comma or line break must be in double quotes)",
+                    path=str(path), line=start)
+            yield start, dict(zip(names, row, strict=True))
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise InputError(f"malformed CSV: {exc}", path=str(path), line=start) from None
+
+
+def _json_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})",
+                         path=str(path), line=exc.lineno) from None
+    if isinstance(data, dict):
+        lists = [v for v in data.values() if isinstance(v, list)]
+        if len(lists) != 1:
+            raise InputError("expected a JSON list of ticket objects", path=str(path), line=1)
+        data = lists[0]
+    if not isinstance(data, list):
+        raise InputError(f"expected a JSON list of ticket objects, got {type(data).__name__}",
+                         path=str(path), line=1)
+    # line numbers: where each top-level item starts
+    starts = _item_lines(text, len(data))
+    for i, item in enumerate(data):
+        if not isinstance(item, dict):
+            raise InputError(f"item {i + 1} is {type(item).__name__}, expected an object",
+                             path=str(path), line=starts[i])
+        yield starts[i], item
+
+
+def _item_lines(text: str, count: int) -> list[int]:
+    """1-based line of each top-level list item (best effort: a decoder walk)."""
+    decoder = json.JSONDecoder()
+    lines, pos = [], text.index("[") + 1
+    for _ in range(count):
+        while text[pos] in " \t\r\n,":
+            pos += 1
+        lines.append(text.count("\n", 0, pos) + 1)
+        _, pos = decoder.raw_decode(text, pos)
+    return lines
+
+
+def _jsonl_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})",
+                             path=str(path), line=number) from None
+        if not isinstance(item, dict):
+            raise InputError(f"expected a JSON object, got {type(item).__name__}",
+                             path=str(path), line=number)
+        yield number, item
+
+
+def read_records(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """Every record of a CSV / JSON / JSONL file as ``(line, mapping)``.
+
+    Raises:
+        InputError: missing file, not UTF-8, malformed CSV or JSON, wrong shape.
+    """
+    path = Path(path)
+    fmt = _format_of(path)
+    text = _read_text(path)
+    reader = {"csv": _csv_records, "json": _json_records, "jsonl": _jsonl_records}[fmt]
+    return list(reader(path, text))
+
+
+def find_column(columns: Sequence[str], wanted: Sequence[str], override: str | None,
+                *, role: str, path: str) -> str | None:
+    """The column playing ``role``: ``override`` when given (must exist), else the first
+    of ``wanted`` present (case-insensitive), else None.
+
+    Raises:
+        InputError: ``override`` names a column the file does not have.
+    """
+    lower = {c.lower(): c for c in columns}
+    if override:
+        if override.lower() not in lower:
+            raise InputError(f"no column {override!r} for the {role}; columns are "
+                             f"{list(columns)}", path=path)
+        return lower[override.lower()]
+    return next((lower[w] for w in wanted if w in lower), None)
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def read_tickets(path: str | Path, *, id_column: str | None = None,
+                 subject_column: str | None = None,
+                 body_column: str | None = None) -> TicketFile:
+    """Read tickets from ``path``.
+
+    Args:
+        path: a .csv, .json (a list of objects) or .jsonl file.
+        id_column / subject_column / body_column: override the detected columns.
+
+    Returns:
+        a :class:`TicketFile`.
+
+    Raises:
+        InputError: malformed file, no subject/body column, an override that names a
+            missing column, or a duplicate ticket id (with both lines).
+    """
+    path = Path(path)
+    records = read_records(path)
+    columns: list[str] = []
+    for _, record in records:
+        columns.extend(k for k in record if k not in columns)
+    where = str(path)
+    id_col = find_column(columns, ID_NAMES, id_column, role="ticket id", path=where)
+    subject_col = find_column(columns, SUBJECT_NAMES, subject_column, role="subject", path=where)
+    body_col = find_column(columns, BODY_NAMES, body_column, role="body", path=where)
+    if records and subject_col is None and body_col is None:
+        raise InputError(
+            f"no subject or body column: found {columns}; name one with --subject-column "
+            "or --body-column", path=where)
+    out = TicketFile([], columns={"id": id_col, "subject": subject_col, "body": body_col})
+    first_seen: dict[str, int] = {}
+    for row_number, (line, record) in enumerate(records, start=1):
+        ticket_id = _as_text(record.get(id_col)) if id_col else str(row_number)
+        if not ticket_id:
+            out.skipped.append((line, "", "no ticket id"))
+            continue
+        if ticket_id in first_seen:
+            raise InputError(f"duplicate ticket id {ticket_id!r} (first at line "
+                             f"{first_seen[ticket_id]})", path=where, line=line)
+        first_seen[ticket_id] = line
+        subject = _as_text(record.get(subject_col)) if subject_col else ""
+        body = _as_text(record.get(body_col)) if body_col else ""
+        if not subject and not body:
+            out.skipped.append((line, ticket_id, "no subject or body text"))
+            continue
+        out.tickets.append(Ticket(ticket_id, subject, body, line))
+    return out
