@@ -4,7 +4,7 @@ out; usage counted), adapters over the official SDKs, and the retry wrapper.
 A model adapter speaks a wire format (:class:`OpenAIChatModel`, :class:`AnthropicModel`);
 a provider owns the client, base URL and key (:class:`OpenAIProvider`,
 :class:`AnthropicProvider`). :func:`infer_model` turns ``"gpt-4o"``,
-``"claude-sonnet-4-5"`` or ``"openai:llama3.1"`` into a model. The SDKs are optional
+``"claude-opus-4-7"`` or ``"openai:llama3.1"`` into a model. The SDKs are optional
 extras, imported only when a provider is built. Test doubles live in
 :mod:`foreperson.testing`.
 """
@@ -27,6 +27,7 @@ from ._messages import (
     UserMessage,
 )
 from ._openai import OpenAIChatModel, OpenAIProvider
+from ._provider import Provider
 from ._retry import RetryingModel
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "ModelSettings",
     "OpenAIChatModel",
     "OpenAIProvider",
+    "Provider",
     "RetryingModel",
     "SystemMessage",
     "TextDelta",

@@ -25,6 +25,7 @@ from ._messages import (
     Usage,
     UserMessage,
 )
+from ._provider import Provider
 
 __all__ = ["AnthropicModel", "AnthropicProvider"]
 
@@ -42,18 +43,21 @@ def _import_anthropic() -> Any:
     return anthropic
 
 
-class AnthropicProvider:
-    """Owns the client that reaches the Anthropic API: base URL, API key.
+class AnthropicProvider(Provider):
+    """Owns the clients that reach the Anthropic API: base URL, API key.
 
-    The SDK's own retries are off (``max_retries=0``): wrap the model in
-    :class:`~foreperson.models.RetryingModel` (``infer_model`` does).
+    One ``anthropic.AsyncAnthropic`` client is made per event loop (see
+    :class:`~foreperson.models.Provider`). The SDK's own retries are off
+    (``max_retries=0``): wrap the model in :class:`~foreperson.models.RetryingModel`
+    (``infer_model`` does).
 
     Args:
         api_key: the key; default ``$ANTHROPIC_API_KEY``.
         base_url: another server speaking the same protocol (a proxy, a test server);
             default Anthropic's API.
-        client: an ``anthropic.AsyncAnthropic`` to use as is (``api_key`` and
-            ``base_url`` are then ignored); the provider closes it on :meth:`aclose`.
+        timeout_s: seconds one request may take (default 600).
+        client: an ``anthropic.AsyncAnthropic`` to use as is, on one event loop
+            (``api_key``, ``base_url`` and ``timeout_s`` are then ignored).
 
     Raises:
         MissingDependency: the ``anthropic`` extra is not installed.
@@ -67,10 +71,11 @@ class AnthropicProvider:
         *,
         api_key: str | None = None,
         base_url: str | None = None,
+        timeout_s: float = 600.0,
         client: Any = None,
     ) -> None:
         if client is not None:
-            self._client = client
+            super().__init__(None, client)
             self.base_url: str | None = str(client.base_url)
             return
         anthropic = _import_anthropic()
@@ -80,16 +85,13 @@ class AnthropicProvider:
                 "no Anthropic API key: export ANTHROPIC_API_KEY=sk-ant-... (or pass api_key=)"
             )
         self.base_url = base_url
-        self._client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0)
 
-    @property
-    def client(self) -> Any:
-        """The ``anthropic.AsyncAnthropic`` client."""
-        return self._client
+        def factory() -> Any:
+            return anthropic.AsyncAnthropic(
+                api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0
+            )
 
-    async def aclose(self) -> None:
-        """Close the client's HTTP connections."""
-        await self._client.close()
+        super().__init__(factory)
 
     def __repr__(self) -> str:
         return f"<AnthropicProvider base_url={self.base_url or 'https://api.anthropic.com'}>"
@@ -104,7 +106,7 @@ class AnthropicModel(ModelBase):
     ``output_config.format`` (a JSON schema) and validated here.
 
     Args:
-        model_name: e.g. ``"claude-sonnet-4-5"``.
+        model_name: e.g. ``"claude-opus-4-7"``.
         provider: where to send requests; default ``AnthropicProvider()`` (environment).
 
     Raises:
@@ -251,7 +253,9 @@ class AnthropicModel(ModelBase):
                 }
             }
         if settings.temperature is not None:
-            kwargs["temperature"] = settings.temperature
+            # this SDK no longer has a temperature argument; models that take it still
+            # read it from the body
+            kwargs["extra_body"] = {"temperature": settings.temperature}
         if settings.timeout_s is not None:
             kwargs["timeout"] = settings.timeout_s
         return kwargs

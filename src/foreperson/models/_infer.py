@@ -1,4 +1,4 @@
-"""Model strings: ``"gpt-4o"``, ``"claude-sonnet-4-5"``, ``"openai:NAME"``,
+"""Model strings: ``"gpt-4o"``, ``"claude-opus-4-7"``, ``"openai:NAME"``,
 ``"anthropic:NAME"`` (STYLE 10: address models as ``provider:model``, infer the provider
 from well-known names)."""
 

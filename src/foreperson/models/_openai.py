@@ -26,6 +26,7 @@ from ._messages import (
     Usage,
     UserMessage,
 )
+from ._provider import Provider
 
 __all__ = ["OpenAIChatModel", "OpenAIProvider"]
 
@@ -42,20 +43,22 @@ def _import_openai() -> Any:
     return openai
 
 
-class OpenAIProvider:
-    """Owns the client that reaches an OpenAI-compatible server: base URL, API key.
+class OpenAIProvider(Provider):
+    """Owns the clients that reach an OpenAI-compatible server: base URL, API key.
 
-    The SDK's own retries are off (``max_retries=0``): wrap the model in
-    :class:`~foreperson.models.RetryingModel` (``infer_model`` does) so retries happen
-    in one place.
+    One ``openai.AsyncOpenAI`` client is made per event loop (see
+    :class:`~foreperson.models.Provider`). The SDK's own retries are off
+    (``max_retries=0``): wrap the model in :class:`~foreperson.models.RetryingModel`
+    (``infer_model`` does) so retries happen in one place.
 
     Args:
         api_key: the key; default ``$OPENAI_API_KEY``. A server given by ``base_url``
             may need none (local servers): a placeholder is sent then.
         base_url: the server, e.g. ``http://localhost:11434/v1`` for Ollama; default
             ``$OPENAI_BASE_URL``, else OpenAI's own API.
-        client: an ``openai.AsyncOpenAI`` to use as is (``api_key`` and ``base_url`` are
-            then ignored); the provider closes it on :meth:`aclose`.
+        timeout_s: seconds one request may take (default 600).
+        client: an ``openai.AsyncOpenAI`` to use as is, on one event loop (``api_key``,
+            ``base_url`` and ``timeout_s`` are then ignored).
 
     Raises:
         MissingDependency: the ``openai`` extra is not installed.
@@ -69,10 +72,11 @@ class OpenAIProvider:
         *,
         api_key: str | None = None,
         base_url: str | None = None,
+        timeout_s: float = 600.0,
         client: Any = None,
     ) -> None:
         if client is not None:
-            self._client = client
+            super().__init__(None, client)
             self.base_url: str | None = str(client.base_url)
             self.custom_server = True
             return
@@ -89,16 +93,13 @@ class OpenAIProvider:
             api_key = _NO_KEY_NEEDED
         self.base_url = base_url
         self.custom_server = base_url is not None
-        self._client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0)
 
-    @property
-    def client(self) -> Any:
-        """The ``openai.AsyncOpenAI`` client."""
-        return self._client
+        def factory() -> Any:
+            return openai.AsyncOpenAI(
+                api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0
+            )
 
-    async def aclose(self) -> None:
-        """Close the client's HTTP connections."""
-        await self._client.close()
+        super().__init__(factory)
 
     def __repr__(self) -> str:
         return f"<OpenAIProvider base_url={self.base_url or 'https://api.openai.com/v1'}>"
