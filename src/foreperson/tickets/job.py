@@ -159,15 +159,20 @@ class Outbox:
 
     def send(self, records: list[dict[str, Any]]) -> int:
         """Append the records whose id is not in the file yet; returns how many."""
-        fresh = [r for r in records if str(r["id"]) not in self.sent]
+        fresh: dict[str, dict[str, Any]] = {}
+        for record in records:
+            key = str(record["id"])
+            if key not in self.sent and key not in fresh:
+                fresh[key] = record
         if not fresh:
             return 0
         blob = b"".join(json.dumps({k: r.get(k) for k in OUTPUT_FIELDS},
-                                   ensure_ascii=False).encode() + b"\n" for r in fresh)
+                                   ensure_ascii=False).encode() + b"\n"
+                        for r in fresh.values())
         self._file.write(blob)
         self._file.flush()
         os.fsync(self._file.fileno())
-        self.sent.update(str(r["id"]) for r in fresh)
+        self.sent.update(fresh)
         return len(fresh)
 
     def close(self) -> None:

@@ -497,6 +497,9 @@ class Supervisor:
                 with anyio.move_on_after(idle_wait_s):
                     await self._wake.wait()
             tg.cancel_scope.cancel()
+        for send, receive in queues.values():
+            send.close()
+            receive.close()
         self._wake = None
         stats = await anyio.to_thread.run_sync(sample)
         if progress is not None:

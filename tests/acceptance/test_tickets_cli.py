@@ -1,0 +1,166 @@
+"""The ticket job as a user runs it: the CLI in a subprocess, killed and re-run."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from foreperson.tickets.model import bundled_examples
+from foreperson.work import SqliteStore, Status
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def foreperson(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "foreperson.cli.main", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def make_tickets(path: Path, n: int) -> list[str]:
+    """n tickets built from the example texts, with multi-line quoted bodies."""
+    examples = bundled_examples()
+    ids = [f"T{i:05d}" for i in range(n)]
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["ticket_id", "subject", "body"])
+        for i, ticket_id in enumerate(ids):
+            example = examples[i % len(examples)]
+            writer.writerow([ticket_id, f"Case {i}, please help",
+                             f"{example.text}\n\n-- sent from ticket {i}, \"reply soon\""])
+    return ids
+
+
+def read_results(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_ticket_job_writes_one_line_per_ticket(tmp_path):
+    ids = make_tickets(tmp_path / "in.csv", 60)
+    done = foreperson("tickets", "in.csv", "--workers", "4", "--db", "t.db", "--out",
+                      "out.jsonl", "--no-progress", cwd=tmp_path)
+    results = read_results(tmp_path / "out.jsonl")
+    assert sorted(r["id"] for r in results) == ids
+    assert set(results[0]) == {"id", "category", "priority", "needs_human", "reason",
+                               "draft_reply", "attempts"}
+    assert all(r["attempts"] == 3 and r["draft_reply"] for r in results)
+    assert {r["category"] for r in results} <= {e.category for e in bundled_examples()}
+    assert "60/60 tickets written" in done.stdout
+    # re-running the finished job changes nothing
+    foreperson("tickets", "in.csv", "--workers", "4", "--db", "t.db", "--out", "out.jsonl",
+               "--no-progress", cwd=tmp_path)
+    assert len(read_results(tmp_path / "out.jsonl")) == 60
+
+
+def test_killed_job_resumes_and_writes_every_ticket_exactly_once(tmp_path):
+    ids = make_tickets(tmp_path / "in.csv", 1500)
+    out = tmp_path / "out.jsonl"
+    args = [sys.executable, "-m", "foreperson.cli.main", "tickets", "in.csv", "--workers",
+            "8", "--db", "t.db", "--out", "out.jsonl", "--no-progress"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (out.exists() and out.read_text().count("\n") >= 100):
+        assert proc.poll() is None, "the job ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = out.read_text().count("\n")
+    assert partial < 1500, "the job finished before the kill: nothing was tested"
+    store = SqliteStore(tmp_path / "t.db")
+    assert store.stats().unfinished > 0
+    store.close()
+
+    foreperson("tickets", "in.csv", "--workers", "8", "--db", "t.db", "--out", "out.jsonl",
+               "--no-progress", cwd=tmp_path)
+    counts = Counter(r["id"] for r in read_results(out))
+    assert sorted(counts) == ids and set(counts.values()) == {1}
+    store = SqliteStore(tmp_path / "t.db")
+    assert store.stats().counts[Status.COMPLETED] == 4500
+    store.close()
+
+
+def test_malformed_input_stops_before_any_work(tmp_path):
+    (tmp_path / "bad.csv").write_text('id,subject,body\n1,a,b\n2,"never closed,c\n')
+    proc = foreperson("tickets", "bad.csv", "--db", "t.db", "--out", "out.jsonl",
+                      cwd=tmp_path, check=False)
+    assert proc.returncode == 2
+    assert "bad.csv:3: malformed CSV" in proc.stderr
+    assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "t.db").exists()
+
+
+def test_rows_without_text_are_reported(tmp_path):
+    (tmp_path / "in.csv").write_text("id,subject,body\n1,Refund,charged twice\n2,,\n")
+    proc = foreperson("tickets", "in.csv", "--workers", "2", "--db", "t.db", "--out",
+                      "o.jsonl", "--no-progress", cwd=tmp_path)
+    assert "in.csv:3: skipped ticket 2: no subject or body text" in proc.stderr
+    assert [r["id"] for r in read_results(tmp_path / "o.jsonl")] == ["1"]
+
+
+def test_examples_file_sets_the_categories(tmp_path):
+    labelled = tmp_path / "labelled.csv"
+    with labelled.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["subject", "body", "queue", "answer"])
+        for i in range(8):
+            writer.writerow([f"Invoice {i}", "my invoice total is wrong", "Billing Desk",
+                             "We corrected the invoice."])
+            writer.writerow([f"Crash {i}", "the app crashes at start", "Tech Desk",
+                             "Please update the app."])
+    (tmp_path / "in.csv").write_text("id,body\na,my invoice is wrong\nb,app crashes\n")
+    foreperson("tickets", "in.csv", "--workers", "2", "--examples", "labelled.csv",
+               "--out", "o.jsonl", "--no-progress", cwd=tmp_path)
+    results = {r["id"]: r for r in read_results(tmp_path / "o.jsonl")}
+    assert results["a"]["category"] == "Billing Desk"
+    assert results["b"]["category"] == "Tech Desk"
+    assert results["b"]["draft_reply"] == "Please update the app."
+    assert (tmp_path / "in.tasks.db").exists()        # the default --db
+
+
+def test_status_and_retry_commands(tmp_path):
+    store = SqliteStore(tmp_path / "t.db")
+    from foreperson.work import Task
+    store.add([Task("k", id="a", max_attempts=1), Task("k", id="b", depends_on=["a"])])
+    task = store.claim("w", {"k"}, 1)[0]
+    store.fail("a", task.lease_token, "ValueError: bad", retry_at=None)
+    store.park_blocked()
+    store.close()
+    status = json.loads(foreperson("status", "--db", "t.db", "--json", cwd=tmp_path).stdout)
+    assert status["counts"]["dead"] == 2
+    assert {d["id"] for d in status["dead"]} == {"a", "b"}
+    assert "ValueError: bad" in foreperson("status", "--db", "t.db", cwd=tmp_path).stdout
+    assert "2 task(s) back to pending" in foreperson("retry", "--db", "t.db", "a",
+                                                     cwd=tmp_path).stdout
+    status = json.loads(foreperson("status", "--db", "t.db", "--json", cwd=tmp_path).stdout)
+    assert status["counts"]["pending"] == 2
+    usage = foreperson("retry", "--db", "t.db", cwd=tmp_path, check=False)
+    assert usage.returncode == 2 and "--all-dead" in usage.stderr
+    missing = foreperson("status", "--db", "nope.db", cwd=tmp_path, check=False)
+    assert missing.returncode == 2 and "no task database at nope.db" in missing.stderr
+
+
+def test_the_readme_sample_runs(tmp_path):
+    sample = ROOT / "examples" / "tickets_sample.csv"
+    foreperson("tickets", str(sample), "--workers", "8", "--no-progress", cwd=tmp_path)
+    results = read_results(tmp_path / "tickets_sample.results.jsonl")
+    assert len(results) == 25
+    flagged = {r["id"]: r["reason"] for r in results if r["needs_human"]}
+    assert "legal" in flagged["T-1016"] and "security" in flagged["T-1005"]
+
+
+@pytest.mark.parametrize("args", [["--help"], ["tickets", "--help"]])
+def test_help_teaches(tmp_path, args):
+    text = foreperson(*args, cwd=tmp_path).stdout
+    assert "tickets" in text

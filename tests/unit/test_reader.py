@@ -1,0 +1,111 @@
+"""Reading tickets: formats, column detection, and errors that name file and line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from foreperson.errors import InputError
+from foreperson.tickets.reader import read_tickets
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_csv_with_quoted_multiline_fields_and_commas(tmp_path):
+    path = write(tmp_path, "t.csv",
+                 'id,subject,body\n7,"Refund, please","line one\nline ""two""\n"\n8,Hi,short\n')
+    got = read_tickets(path)
+    assert [(t.id, t.subject, t.body, t.line) for t in got.tickets] == [
+        ("7", "Refund, please", 'line one\nline "two"', 2), ("8", "Hi", "short", 5)]
+
+
+def test_columns_are_found_by_name_in_any_case_and_order(tmp_path):
+    path = write(tmp_path, "t.csv", "Description,Ticket_ID,Title\nit broke,X-1,Broken\n")
+    (ticket,) = read_tickets(path).tickets
+    assert (ticket.id, ticket.subject, ticket.body) == ("X-1", "Broken", "it broke")
+
+
+def test_without_an_id_column_the_row_number_is_the_id(tmp_path):
+    path = write(tmp_path, "t.csv", "subject,body\na,b\nc,d\n")
+    assert [t.id for t in read_tickets(path).tickets] == ["1", "2"]
+
+
+def test_flags_override_the_columns(tmp_path):
+    path = write(tmp_path, "t.csv", "ref,headline,msg\nR1,H,M\n")
+    (ticket,) = read_tickets(path, id_column="ref", subject_column="headline",
+                             body_column="msg").tickets
+    assert (ticket.id, ticket.subject, ticket.body) == ("R1", "H", "M")
+    with pytest.raises(InputError, match="no column 'nope'"):
+        read_tickets(path, body_column="nope")
+
+
+def test_rows_without_text_are_reported_not_dropped(tmp_path):
+    path = write(tmp_path, "t.csv", "id,subject,body\n1,,\n2,hello,\n")
+    got = read_tickets(path)
+    assert [t.id for t in got.tickets] == ["2"]
+    assert got.skipped == [(2, "1", "no subject or body text")]
+
+
+@pytest.mark.parametrize(("text", "line", "message"), [
+    ('id,subject,body\n1,a,b\n2,"unterminated,x\n', 3, "malformed CSV"),
+    ("id,subject,body\n1,a,b\n2,a,b,extra\n", 3, "4 fields where the header has 3"),
+    ("", 1, "empty"),
+    ("id,id,body\n1,2,3\n", 1, "duplicate column"),
+])
+def test_malformed_csv_names_file_and_line(tmp_path, text, line, message):
+    path = write(tmp_path, "bad.csv", text)
+    with pytest.raises(InputError, match=message) as caught:
+        read_tickets(path)
+    assert caught.value.line == line and str(caught.value).startswith(f"{path}:{line}:")
+
+
+def test_duplicate_ticket_id_is_an_error_naming_both_lines(tmp_path):
+    path = write(tmp_path, "t.csv", "id,body\n1,a\n2,b\n1,c\n")
+    with pytest.raises(InputError, match=r"duplicate ticket id '1' \(first at line 2\)"):
+        read_tickets(path)
+
+
+def test_no_text_column_lists_what_was_found(tmp_path):
+    path = write(tmp_path, "t.csv", "id,when\n1,today\n")
+    with pytest.raises(InputError, match=r"found \['id', 'when'\]"):
+        read_tickets(path)
+
+
+def test_json_list_and_jsonl(tmp_path):
+    items = [{"id": 1, "subject": "a", "body": "b"}, {"id": 2, "subject": "", "body": "c"}]
+    as_json = write(tmp_path, "t.json", json.dumps(items, indent=2))
+    as_jsonl = write(tmp_path, "t.jsonl", "\n".join(json.dumps(i) for i in items) + "\n")
+    for path in (as_json, as_jsonl):
+        assert [(t.id, t.text) for t in read_tickets(path).tickets] == [("1", "a\nb"), ("2", "c")]
+    assert read_tickets(as_json).tickets[1].line == 7
+
+
+@pytest.mark.parametrize(("name", "text", "line", "message"), [
+    ("t.json", '[\n {"id": 1, "body": "x"},\n {"id": 2 "body": "y"}\n]', 3, "invalid JSON"),
+    ("t.json", '{"id": 1}', 1, "expected a JSON list"),
+    ("t.json", '[{"id": 1, "body": "x"},\n 5]', 2, "item 2 is int"),
+    ("t.jsonl", '{"id": 1, "body": "x"}\n{"id": 2, "body": \n', 2, "invalid JSON"),
+    ("t.jsonl", '{"id": 1, "body": "x"}\n[1]\n', 2, "expected a JSON object"),
+])
+def test_malformed_json_names_file_and_line(tmp_path, name, text, line, message):
+    path = write(tmp_path, name, text)
+    with pytest.raises(InputError, match=message) as caught:
+        read_tickets(path)
+    assert caught.value.line == line
+
+
+def test_unreadable_inputs_say_what_to_do(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        read_tickets(tmp_path / "missing.csv")
+    with pytest.raises(InputError, match="use .csv, .json"):
+        read_tickets(write(tmp_path, "t.xlsx", "x"))
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("id,body\n1,caf\xe9\n".encode("latin-1"))
+    with pytest.raises(InputError, match="not UTF-8") as caught:
+        read_tickets(latin)
+    assert caught.value.line == 2

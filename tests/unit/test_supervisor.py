@@ -1,0 +1,307 @@
+"""Supervisor behaviour on the in-memory store: dispatch, failures, dependencies, locks."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+
+from foreperson import GiveUp, InvalidPlan, Retry
+from foreperson.errors import ConfigurationError
+from foreperson.work import MemoryStore, Status, Supervisor, Task, Worker, current_task
+from foreperson.work.strategies import lower_bound, simulate_makespan
+
+
+def supervisor(**kwargs) -> Supervisor:
+    kwargs.setdefault("backoff_base_s", 0.001)
+    kwargs.setdefault("backoff_cap_s", 0.005)
+    return Supervisor(MemoryStore(), rng=random.Random(7), **kwargs)
+
+
+# -- seed 000's strategy table -------------------------------------------------------
+
+SEED_DURATIONS = [10, 2, 2, 10, 2, 2, 10, 2, 2]
+
+
+@pytest.mark.parametrize(("strategy", "makespan"), [
+    ("round_robin", 30), ("least_loaded", 16), ("balanced", 14)])
+def test_seed_strategy_table_is_reproduced(strategy, makespan):
+    assert simulate_makespan(SEED_DURATIONS, 3, strategy) == makespan
+
+
+def test_longest_first_reaches_the_optimum():
+    assert lower_bound(SEED_DURATIONS, 3) == 14
+    assert simulate_makespan(SEED_DURATIONS, 3, "least_loaded", longest_first=True) == 14
+
+
+# -- validation when added -------------------------------------------------------------
+
+def test_unknown_kind_is_rejected_when_added():
+    sup = supervisor()
+    sup.register(Worker("w", {"classify"}, fn=lambda t: None))
+    with pytest.raises(InvalidPlan, match="verify_sources"):
+        sup.add_task(Task("verify_sources"))
+    assert sup.stats().total == 0
+
+
+def test_dependency_cycle_is_rejected_when_added():
+    sup = supervisor(kinds={"k"})
+    a, b = Task("k", id="a", depends_on=["b"]), Task("k", id="b", depends_on=["a"])
+    with pytest.raises(InvalidPlan, match="cycle"):
+        sup.add_tasks([a, b])
+
+
+def test_registering_two_workers_with_one_name_fails():
+    sup = supervisor()
+    sup.register(Worker("w", {"k"}, fn=lambda t: None))
+    with pytest.raises(ConfigurationError, match="already registered"):
+        sup.register(Worker("w", {"k"}, fn=lambda t: None))
+
+
+def test_run_without_workers_says_what_to_do():
+    with pytest.raises(ConfigurationError, match="register"):
+        supervisor().run_sync()
+
+
+# -- the async runtime ------------------------------------------------------------------
+
+def test_dependencies_run_in_order_and_see_results():
+    sup = supervisor()
+    order = []
+
+    def work(task):
+        order.append(task.id)
+        deps = current_task().dependency_results()
+        return {"n": 1 + sum(r["n"] for r in deps.values())}
+
+    sup.register(Worker("w", {"k"}, fn=work, concurrency=4))
+    sup.add_tasks([Task("k", id="a"), Task("k", id="b", depends_on=["a"]),
+                   Task("k", id="c", depends_on=["a", "b"])])
+    report = sup.run_sync()
+    assert order == ["a", "b", "c"]
+    assert sup.store.get("c").result == {"n": 4}
+    assert report.stats.counts[Status.COMPLETED] == 3
+
+
+def test_transient_error_is_retried_with_backoff_then_dead():
+    sup = supervisor()
+    calls = []
+
+    def flaky(task):
+        calls.append(time.monotonic())
+        raise TimeoutError("upstream timed out")
+
+    sup.register(Worker("w", {"k"}, fn=flaky))
+    sup.add_task(Task("k", id="t", max_attempts=3))
+    report = sup.run_sync(idle_wait_s=0.001)
+    task = sup.store.get("t")
+    assert task.status is Status.DEAD and task.attempts == 3 and len(calls) == 3
+    assert [e["attempt"] for e in task.errors] == [1, 2, 3]
+    assert all("TimeoutError: upstream timed out" == e["error"] for e in task.errors)
+    assert report.retries == 2
+
+
+def test_retry_then_success_keeps_the_history():
+    sup = supervisor()
+    seen = []
+
+    def second_time_lucky(task):
+        seen.append(task.attempts)
+        if task.attempts == 1:
+            raise ConnectionError("reset by peer")
+        return "ok"
+
+    sup.register(Worker("w", {"k"}, fn=second_time_lucky))
+    sup.add_task(Task("k", id="t"))
+    sup.run_sync(idle_wait_s=0.001)
+    task = sup.store.get("t")
+    assert (task.status, task.result, seen) == (Status.COMPLETED, "ok", [1, 2])
+    assert task.errors[0]["error"] == "ConnectionError: reset by peer"
+
+
+@pytest.mark.parametrize("error", [ValueError("bad payload"), GiveUp("no such customer"),
+                                   KeyError("ticket")])
+def test_non_retryable_error_is_dead_on_the_first_try(error):
+    sup = supervisor()
+
+    def broken(task):
+        raise error
+
+    sup.register(Worker("w", {"k"}, fn=broken))
+    sup.add_task(Task("k", id="t", max_attempts=5))
+    sup.run_sync()
+    task = sup.store.get("t")
+    assert task.status is Status.DEAD and task.attempts == 1
+    assert type(error).__name__ in task.error
+
+
+def test_retry_signal_sets_the_delay():
+    sup = supervisor()
+
+    def later(task):
+        if task.attempts == 1:
+            raise Retry("not yet", after_s=0.01)
+        return task.attempts
+
+    sup.register(Worker("w", {"k"}, fn=later))
+    sup.add_task(Task("k", id="t"))
+    sup.run_sync(idle_wait_s=0.001)
+    task = sup.store.get("t")
+    assert task.result == 2 and task.errors[0]["error"] == "Retry: not yet"
+
+
+def test_dead_dependency_parks_dependents_and_the_run_finishes():
+    sup = supervisor()
+
+    def work(task):
+        if task.id == "root":
+            raise GiveUp("cannot parse")
+        return "fine"
+
+    sup.register(Worker("w", {"k"}, fn=work, concurrency=2))
+    sup.add_tasks([Task("k", id="root"), Task("k", id="child", depends_on=["root"]),
+                   Task("k", id="grandchild", depends_on=["child"]), Task("k", id="other")])
+    report = sup.run_sync()
+    assert sup.finished()
+    statuses = {t.id: t.status for t in sup.store.list_tasks()}
+    assert statuses == {"root": Status.DEAD, "child": Status.DEAD,
+                        "grandchild": Status.DEAD, "other": Status.COMPLETED}
+    assert sup.store.get("grandchild").error == "dependency child is dead"
+    assert report.parked == 2
+
+
+def test_async_work_runs_on_the_loop_and_blocking_work_in_threads():
+    sup = supervisor()
+    loop_thread = threading.get_ident()
+    threads = {}
+
+    async def async_work(task):
+        threads["async"] = threading.get_ident()
+        return 1
+
+    def blocking_work(task):
+        threads["blocking"] = threading.get_ident()
+        return 2
+
+    sup.register(Worker("a", {"a"}, fn=async_work))
+    sup.register(Worker("b", {"b"}, fn=blocking_work))
+    sup.add_tasks([Task("a"), Task("b")])
+
+    import anyio
+
+    async def main():
+        nonlocal loop_thread
+        loop_thread = threading.get_ident()
+        return await sup.run()
+
+    anyio.run(main)
+    assert threads["async"] == loop_thread and threads["blocking"] != loop_thread
+
+
+def test_tasks_sharing_a_lock_never_overlap():
+    sup = supervisor()
+    holders = 0
+    most = 0
+    guard = threading.Lock()
+
+    def write_row(task):
+        nonlocal holders, most
+        with guard:
+            holders += 1
+            most = max(most, holders)
+        time.sleep(0.002)
+        with guard:
+            holders -= 1
+        return None
+
+    for i in range(4):
+        sup.register(Worker(f"w{i}", {"k"}, fn=write_row, concurrency=2))
+    sup.add_tasks([Task("k", locks=["orders.csv"]) for _ in range(20)])
+    sup.run_sync()
+    assert most == 1
+    assert sup.stats().counts[Status.COMPLETED] == 20
+
+
+def test_worker_concurrency_is_respected():
+    sup = supervisor()
+    running = 0
+    most = 0
+    guard = threading.Lock()
+    gate = threading.Event()
+
+    def work(task):
+        nonlocal running, most
+        with guard:
+            running += 1
+            most = max(most, running)
+            if running == 3:
+                gate.set()
+        gate.wait(5)
+        with guard:
+            running -= 1
+
+    sup.register(Worker("w", {"k"}, fn=work, concurrency=3))
+    sup.add_tasks([Task("k") for _ in range(9)])
+    sup.run_sync()
+    assert most == 3
+
+
+def test_capability_strategy_prefers_the_specialist():
+    sup = supervisor(strategy="capability", prefetch=0)
+    who = []
+    gate = threading.Event()
+
+    def work(task):
+        who.append(current_task().worker)
+
+    sup.register(Worker("generalist", {"summarise"}, {"summarise": 0.25}, fn=work))
+    sup.register(Worker("specialist", {"summarise"}, {"summarise": 1.0}, fn=work))
+    sup.add_task(Task("summarise"))
+    sup.run_sync()
+    gate.set()
+    assert who == ["specialist"]
+
+
+def test_balanced_places_the_longest_ready_task_first():
+    sup = supervisor(prefetch=0)
+    order = []
+    sup.register(Worker("w", {"k"}, fn=lambda t: order.append(t.id)))
+    sup.add_tasks([Task("k", id="short", estimate_s=1), Task("k", id="long", estimate_s=9)])
+    sup.run_sync()
+    assert order == ["long", "short"]
+
+
+def test_runtime_heartbeats_keep_a_long_task_alive():
+    sup = supervisor(stale_after=0.3, heartbeat_every_s=0.05, sweep_every_s=0.05)
+    attempts = []
+
+    def long_task(task):
+        attempts.append(task.attempts)
+        time.sleep(1.0)        # three times stale_after: only heartbeats keep it ours
+        return "done"
+
+    sup.register(Worker("w", {"k"}, fn=long_task))
+    sup.add_task(Task("k", id="t"))
+    report = sup.run_sync()
+    assert attempts == [1] and report.reclaimed == 0
+    assert sup.store.get("t").result == "done"
+
+
+def test_progress_and_history_record_tasks_by_status_over_time():
+    sup = supervisor()
+    seen = []
+    sup.register(Worker("w", {"k"}, fn=lambda t: None, concurrency=2))
+    sup.add_tasks([Task("k") for _ in range(10)])
+    report = sup.run_sync(progress=seen.append, progress_every_s=0.0)
+    assert seen[-1].counts[Status.COMPLETED] == 10
+    assert report.history[-1][1][Status.COMPLETED] == 10
+    assert report.history[0][1][Status.COMPLETED] < 10
+
+
+def test_worker_needs_kinds_and_a_body():
+    with pytest.raises(ConfigurationError, match="no kinds"):
+        Worker("w", set())
+    with pytest.raises(NotImplementedError, match="override execute"):
+        Worker("w", {"k"}).execute(Task("k"))
