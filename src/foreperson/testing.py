@@ -121,7 +121,6 @@ class _TestModel(ModelBase):
     def __init__(self, name: str) -> None:
         self._name = name
         self.calls: list[RecordedCall] = []
-        self._ids = 0
 
     @property
     def name(self) -> str:
@@ -151,12 +150,13 @@ class _TestModel(ModelBase):
                 f"{self.name}: cannot reply with {reply!r}; use text, ToolCall(s), a pydantic "
                 "object, a ModelResponse or an exception"
             )
-        calls = []
-        for call in response.tool_calls:
-            if not call.id:
-                self._ids += 1
-                call = replace(call, id=f"call_{self._ids}")
-            calls.append(call)
+        # ids follow from the conversation (not from a counter), so a replayed run
+        # gets the same ids
+        seen = sum(len(m.tool_calls) for m in messages if isinstance(m, ModelResponse))
+        calls = [
+            call if call.id else replace(call, id=f"call_{seen + i + 1}")
+            for i, call in enumerate(response.tool_calls)
+        ]
         output = response.output
         if output is None and not calls and params.output_type is not None:
             if isinstance(reply, params.output_type):
