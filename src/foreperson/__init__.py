@@ -4,9 +4,20 @@ The front door holds what a quickstart needs; everything else lives in subpackag
 """
 
 from .errors import ForepersonError, GiveUp, InvalidPlan, Retry
-from .work import MemoryStore, SqliteStore, Status, Task, TaskStore
+from .work import (
+    App,
+    MemoryStore,
+    SqliteStore,
+    Status,
+    Supervisor,
+    Task,
+    TaskStore,
+    Worker,
+    current_task,
+)
 
 __all__ = [
+    "App",
     "ForepersonError",
     "GiveUp",
     "InvalidPlan",
@@ -14,7 +25,10 @@ __all__ = [
     "Retry",
     "SqliteStore",
     "Status",
+    "Supervisor",
     "Task",
     "TaskStore",
+    "Worker",
+    "current_task",
 ]
 __version__ = "0.1.0"
