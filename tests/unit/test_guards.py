@@ -7,6 +7,8 @@ from dataclasses import replace
 
 import anyio
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from foreperson.agents import (
     Agent,
@@ -375,3 +377,25 @@ def test_guards_accept_lists_and_single_callables() -> None:
     assert guards.allowed_tools == frozenset({"a", "b"})
     assert guards.approval_required == frozenset({"a"})
     assert guards.replace(limits=Limits(max_turns=2)).limits.max_turns == 2
+
+
+@given(
+    rate=st.floats(min_value=0.5, max_value=100),
+    burst=st.integers(min_value=1, max_value=5),
+    gaps=st.lists(st.floats(min_value=0, max_value=2), min_size=1, max_size=40),
+)
+def test_the_rate_limiter_never_exceeds_its_rate(
+    rate: float, burst: int, gaps: list[float]
+) -> None:
+    now = [0.0]
+    limiter = RateLimiter(rate, burst=burst, clock=lambda: now[0])
+    starts = []
+    for gap in gaps:
+        now[0] += gap
+        starts.append(now[0] + limiter.reserve())
+    assert starts == sorted(starts)  # callers keep their order
+    # after a burst, the sustained rate holds: request i + n starts at least
+    # (n - burst + 1) intervals after request i
+    for i in range(len(starts)):
+        for n in range(burst, len(starts) - i):
+            assert starts[i + n] - starts[i] >= (n - burst + 1) / rate - 1e-9

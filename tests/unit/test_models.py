@@ -4,11 +4,12 @@ test models, and message serialisation."""
 from __future__ import annotations
 
 import random
+import sys
 
 import pytest
 from pydantic import BaseModel
 
-from foreperson.errors import ConfigurationError, ModelError
+from foreperson.errors import ConfigurationError, MissingDependency, ModelError
 from foreperson.models import (
     MESSAGES_ADAPTER,
     AnthropicModel,
@@ -293,3 +294,17 @@ def test_tool_call_arguments_parse_from_json_text() -> None:
         ToolCall("f", "{oops").arguments_dict()
     with pytest.raises(ValueError, match="JSON object"):
         ToolCall("f", "[1]").arguments_dict()
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "extra"),
+    [("openai", "gpt-4o", "openai"), ("anthropic", "claude-opus-4-7", "anthropic")],
+)
+def test_a_missing_sdk_names_the_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch, module: str, name: str, extra: str
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # `import module` now fails
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    with pytest.raises(MissingDependency, match=rf"pip install 'foreperson\[{extra}\]'"):
+        infer_model(name)

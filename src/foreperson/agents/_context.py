@@ -7,7 +7,7 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import aclosing
+from contextlib import aclosing, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -199,7 +199,8 @@ class RunContext:
         try:
             if self.streaming:
                 stream = agent.model.request_stream(self.messages, params)
-                async with aclosing(stream):  # type: ignore[type-var]
+                closing = aclosing(stream) if hasattr(stream, "aclose") else nullcontext()
+                async with closing:  # type: ignore[attr-defined]
                     async for item in stream:
                         if isinstance(item, TextDelta):
                             yield TextDeltaEvent(self.run_id, self.agent_name, turn, item.text)

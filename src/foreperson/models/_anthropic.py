@@ -36,7 +36,7 @@ DEFAULT_MAX_TOKENS = 4096
 def _import_anthropic() -> Any:
     try:
         import anthropic
-    except ImportError as exc:  # pragma: no cover - depends on the install
+    except ImportError as exc:
         raise MissingDependency(
             "Anthropic models need the anthropic SDK: pip install 'foreperson[anthropic]'"
         ) from exc

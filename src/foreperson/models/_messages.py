@@ -40,7 +40,8 @@ class Usage:
         model_calls: requests made to a model (default 0).
         input_tokens: prompt tokens the provider reported (default 0).
         output_tokens: completion tokens the provider reported (default 0).
-        tool_calls: tool calls executed (default 0; counted by the agent, not the model).
+        tool_calls: tool calls handled, run or refused by a guard (default 0; counted by
+            the agent, not the model).
     """
 
     model_calls: int = 0

@@ -36,7 +36,7 @@ _NO_KEY_NEEDED = "not-needed"
 def _import_openai() -> Any:
     try:
         import openai
-    except ImportError as exc:  # pragma: no cover - depends on the install
+    except ImportError as exc:
         raise MissingDependency(
             "OpenAI models need the openai SDK: pip install 'foreperson[openai]'"
         ) from exc
