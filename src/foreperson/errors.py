@@ -16,6 +16,11 @@
 Signals raised *by user code* inside a task stand outside the tree, with imperative
 names: :class:`Retry` (retry this task, optionally after a delay) and :class:`GiveUp`
 (do not retry: park the task DEAD now).
+
+Also outside the tree: the test doubles of :mod:`foreperson.testing` fail with
+``AssertionError`` subclasses (``UnexpectedModelCall``, ``UnusedReplies``), as failed test
+expectations; ``Agent.run_sync`` called inside a running event loop raises
+``RuntimeError``, as ``asyncio.run`` does.
 """
 
 from __future__ import annotations
