@@ -1,7 +1,16 @@
-"""Shared fixtures: store factories for the contract suite, the anyio backend."""
+"""Shared fixtures: store factories for the contract suite, PostgreSQL, the anyio backend.
+
+PostgreSQL tests run when ``FOREPERSON_TEST_DSN`` names a database (``.ci/run`` creates
+a throwaway one). Without it they are skipped, unless ``FOREPERSON_REQUIRE_POSTGRES=1``
+(set by CI): then they fail, so a CI run cannot silently lose its PostgreSQL coverage.
+Each store gets a schema of its own (dropped afterwards), so tests never see each
+other's rows.
+"""
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -9,7 +18,7 @@ import pytest
 from foreperson.testing import ManualClock
 from foreperson.work import MemoryStore, SqliteStore, TaskStore
 
-STORE_KINDS = ["memory", "sqlite"]
+STORE_KINDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 @pytest.fixture
@@ -22,16 +31,68 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
+def _postgres_dsn() -> str:
+    """The test DSN, checked to answer; skips or fails (CI) when there is none."""
+    dsn = os.environ.get("FOREPERSON_TEST_DSN")
+    required = os.environ.get("FOREPERSON_REQUIRE_POSTGRES") == "1"
+    if not dsn:
+        if required:
+            pytest.fail("FOREPERSON_REQUIRE_POSTGRES=1 but FOREPERSON_TEST_DSN is not set")
+        pytest.skip("PostgreSQL tests need FOREPERSON_TEST_DSN")
+    try:
+        import psycopg
+    except ImportError:
+        pytest.fail("FOREPERSON_TEST_DSN is set but psycopg is not installed: "
+                    "pip install -e '.[dev]'")
+    try:
+        with psycopg.connect(dsn, connect_timeout=5) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        pytest.fail(f"FOREPERSON_TEST_DSN={dsn} does not answer: {exc}")
+    return dsn
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> str:
+    """DSN of the test database (see the module docstring)."""
+    return _postgres_dsn()
+
+
+def drop_schema(dsn: str, schema: str) -> None:
+    """Drop a test schema and everything in it."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture
+def pg_schema(pg_dsn: str) -> Iterator[str]:
+    """A fresh, unused schema name; the schema is dropped after the test."""
+    schema = f"fp_test_{uuid.uuid4().hex[:12]}"
+    yield schema
+    drop_schema(pg_dsn, schema)
+
+
 @pytest.fixture(params=STORE_KINDS)
 def make_store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Callable[..., TaskStore]]:
     """A factory of fresh stores of one kind: ``make_store(clock=...)``."""
     made: list[TaskStore] = []
+    schemas: list[str] = []
+    dsn = _postgres_dsn() if request.param == "postgres" else ""
 
     def factory(clock=None) -> TaskStore:
         if request.param == "memory":
             store: TaskStore = MemoryStore(clock=clock)
         elif request.param == "sqlite":
             store = SqliteStore(tmp_path / f"tasks{len(made)}.db", clock=clock)
+        elif request.param == "postgres":
+            from foreperson.work.stores.postgres import PostgresStore
+
+            schema = f"fp_test_{uuid.uuid4().hex[:12]}"
+            schemas.append(schema)
+            store = PostgresStore(dsn, schema=schema, clock=clock, pool_size=12)
         else:  # pragma: no cover - extended by other store kinds
             raise AssertionError(request.param)
         made.append(store)
@@ -40,3 +101,5 @@ def make_store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Callable[..
     yield factory
     for store in made:
         store.close()
+    for schema in schemas:
+        drop_schema(dsn, schema)

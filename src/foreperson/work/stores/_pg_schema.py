@@ -1,0 +1,359 @@
+"""The PostgreSQL schema of :class:`~foreperson.work.stores.postgres.PostgresStore`, as data.
+
+Two ways to reach the current version, which a test keeps equal:
+
+* ``MIGRATIONS[i]`` brings a schema from version ``i`` to ``i + 1`` (frozen once
+  released: a change is a new migration, never an edit);
+* ``FRESH`` installs the current version in one go (what a new database gets).
+
+Every object lives in one PostgreSQL schema (``foreperson`` unless told otherwise); the
+store's connections put that schema first on ``search_path``, so the SQL below names
+tables without a schema. ``schema_migrations`` records which versions were applied.
+
+Objects:
+
+``tasks``
+    one row per :class:`~foreperson.work.task.Task`, same column names as its fields.
+``task_deps``
+    one row per dependency edge, for readiness and parking.
+``lock_slots``
+    one row per slot of a named resource: ``(name, slot)`` is the primary key, and a
+    claim takes a free slot with ``FOR UPDATE SKIP LOCKED``, so at most ``max_active``
+    tasks (1 for a plain lock) hold a resource, across every machine.
+``limits`` (version 2)
+    per-resource settings: ``max_active`` concurrent holders, and a token bucket
+    (``rate_per_s``, ``burst``) kept as one timestamp, ``tat`` (the generic cell rate
+    algorithm's theoretical arrival time). ``kind:<kind>`` rows limit a whole kind.
+``effects``
+    side effects claimed once per key (``TaskContext.once``).
+``workers`` (version 2)
+    worker processes and their last heartbeat, for ``foreperson status``.
+``claim_tasks(...)``
+    the claim: one statement that picks ready tasks ``FOR UPDATE SKIP LOCKED``, takes
+    their lock slots and rate tokens, counts the attempt and draws a lease token.
+
+Notifications: inserting tasks, a task going back to PENDING, a slot being freed and a
+task with dependents completing each ``pg_notify`` the channel ``<schema>.ready`` with
+the kind (or kinds) concerned, so idle workers wake up instead of polling.
+"""
+
+from __future__ import annotations
+
+__all__ = ["FRESH", "LATEST", "MIGRATIONS"]
+
+# -- version 1: the contract of every store (tasks, dependencies, locks, effects) ------
+
+_TABLES_V1 = """
+CREATE TABLE tasks (
+    seq          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id           text NOT NULL UNIQUE,
+    kind         text NOT NULL,
+    payload      jsonb NOT NULL,
+    status       text NOT NULL DEFAULT 'pending' CHECK (status IN
+                 ('pending', 'assigned', 'running', 'completed', 'failed', 'dead')),
+    assigned_to  text,
+    attempts     integer NOT NULL DEFAULT 0,
+    max_attempts integer NOT NULL CHECK (max_attempts >= 1),
+    result       jsonb,
+    error        text,
+    heartbeat_at timestamptz,
+    depends_on   text[] NOT NULL DEFAULT '{}',
+    locks        text[] NOT NULL DEFAULT '{}',
+    created_at   timestamptz NOT NULL,
+    started_at   timestamptz,
+    finished_at  timestamptz,
+    not_before   timestamptz,
+    estimate_s   double precision,
+    errors       jsonb NOT NULL DEFAULT '[]',
+    lease_token  text
+);
+CREATE INDEX tasks_claimable ON tasks (seq) WHERE status IN ('pending', 'failed');
+CREATE INDEX tasks_claimable_kind ON tasks (kind, seq) WHERE status IN ('pending', 'failed');
+CREATE INDEX tasks_active ON tasks (heartbeat_at) WHERE status IN ('assigned', 'running');
+CREATE INDEX tasks_status ON tasks (status);
+
+CREATE TABLE task_deps (
+    task_id text NOT NULL,
+    dep_id  text NOT NULL,
+    PRIMARY KEY (task_id, dep_id)
+);
+CREATE INDEX task_deps_dep ON task_deps (dep_id);
+
+CREATE TABLE lock_slots (
+    name    text NOT NULL,
+    slot    integer NOT NULL,
+    task_id text,
+    PRIMARY KEY (name, slot)
+);
+CREATE INDEX lock_slots_task ON lock_slots (task_id) WHERE task_id IS NOT NULL;
+
+CREATE TABLE effects (
+    key         text PRIMARY KEY,
+    task_id     text NOT NULL,
+    lease_token text NOT NULL,
+    created_at  timestamptz NOT NULL
+);
+"""
+
+# Wake-ups. The channel is "<schema>.ready"; the payload names the kinds concerned
+# ('' = any). Row triggers fire only through their WHEN clause, so a plain completion
+# (no dependents, no lock) costs one cheap check and sends nothing.
+_NOTIFY_V1 = r"""
+CREATE FUNCTION notify_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    v_kinds text;
+BEGIN
+    SELECT string_agg(DISTINCT kind, ',') INTO v_kinds FROM inserted;
+    IF v_kinds IS NOT NULL THEN
+        PERFORM pg_notify(TG_TABLE_SCHEMA || '.ready',
+                          CASE WHEN length(v_kinds) < 7000 THEN v_kinds ELSE '' END);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER tasks_inserted AFTER INSERT ON tasks
+    REFERENCING NEW TABLE AS inserted
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_inserted();
+
+CREATE FUNCTION notify_ready() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.status = 'pending'
+       OR EXISTS (SELECT 1 FROM task_deps d WHERE d.dep_id = NEW.id) THEN
+        PERFORM pg_notify(TG_TABLE_SCHEMA || '.ready', '');
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER tasks_ready AFTER UPDATE OF status ON tasks
+    FOR EACH ROW
+    WHEN (OLD.status IS DISTINCT FROM NEW.status
+          AND (NEW.status = 'pending' OR NEW.status = 'completed'))
+    EXECUTE FUNCTION notify_ready();
+
+CREATE FUNCTION notify_slot_freed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify(TG_TABLE_SCHEMA || '.ready', '');
+    RETURN NULL;
+END $$;
+CREATE TRIGGER lock_slots_freed AFTER UPDATE OF task_id ON lock_slots
+    FOR EACH ROW WHEN (OLD.task_id IS NOT NULL AND NEW.task_id IS NULL)
+    EXECUTE FUNCTION notify_slot_freed();
+"""
+
+_CLAIM_V1 = r"""
+CREATE FUNCTION claim_tasks(p_worker text, p_kinds text[], p_ids text[], p_limit integer,
+                            p_start boolean, p_now timestamptz)
+RETURNS SETOF tasks LANGUAGE plpgsql AS $$
+DECLARE
+    v_now   timestamptz := coalesce(p_now, statement_timestamp());
+    v_seqs  bigint[] := '{}';
+    v_task  record;
+    v_lock  text;
+    v_slot  integer;
+    v_names text[];
+    v_ok    boolean;
+BEGIN
+    IF p_limit <= 0 THEN
+        RETURN;
+    END IF;
+    FOR v_task IN
+        SELECT t.seq, t.id, t.locks FROM tasks t
+        WHERE t.status IN ('pending', 'failed')
+          AND (p_kinds IS NULL OR t.kind = ANY (p_kinds))
+          AND (p_ids IS NULL OR t.id = ANY (p_ids))
+          AND (t.not_before IS NULL OR t.not_before <= v_now)
+          AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks p ON p.id = d.dep_id
+                          WHERE d.task_id = t.id AND p.status <> 'completed')
+          AND NOT EXISTS (SELECT 1 FROM unnest(t.locks) AS r(name)
+                          WHERE NOT EXISTS (SELECT 1 FROM lock_slots s
+                                            WHERE s.name = r.name AND s.slot = 0
+                                              AND s.task_id IS NULL))
+        ORDER BY t.seq
+        LIMIT p_limit
+        FOR UPDATE OF t SKIP LOCKED
+    LOOP
+        IF v_task.locks <> '{}' THEN
+            v_ok := true;
+            v_names := '{}';
+            FOREACH v_lock IN ARRAY (SELECT array_agg(DISTINCT x ORDER BY x)
+                                     FROM unnest(v_task.locks) x) LOOP
+                SELECT s.slot INTO v_slot FROM lock_slots s
+                WHERE s.name = v_lock AND s.slot = 0 AND s.task_id IS NULL
+                FOR UPDATE SKIP LOCKED;
+                IF NOT FOUND THEN
+                    v_ok := false;
+                    EXIT;
+                END IF;
+                v_names := v_names || v_lock;
+            END LOOP;
+            CONTINUE WHEN NOT v_ok;
+            UPDATE lock_slots s SET task_id = v_task.id
+            WHERE s.name = ANY (v_names) AND s.slot = 0;
+        END IF;
+        v_seqs := v_seqs || v_task.seq;
+    END LOOP;
+    RETURN QUERY
+    UPDATE tasks t SET
+        status = CASE WHEN p_start THEN 'running' ELSE 'assigned' END,
+        assigned_to = p_worker,
+        attempts = t.attempts + 1,
+        heartbeat_at = v_now,
+        lease_token = replace(gen_random_uuid()::text, '-', ''),
+        started_at = CASE WHEN p_start THEN v_now ELSE t.started_at END
+    WHERE t.seq = ANY (v_seqs)
+    RETURNING t.*;
+END $$;
+"""
+
+_MIGRATIONS_TABLE = """
+CREATE TABLE schema_migrations (
+    version    integer PRIMARY KEY,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+"""
+
+# -- version 2: worker processes, concurrency and rate limits across machines ------------
+
+_TABLES_V2 = """
+CREATE TABLE workers (
+    name         text PRIMARY KEY,
+    kinds        text[] NOT NULL DEFAULT '{}',
+    concurrency  integer NOT NULL DEFAULT 1,
+    started_at   timestamptz NOT NULL,
+    heartbeat_at timestamptz NOT NULL
+);
+
+CREATE TABLE limits (
+    name        text PRIMARY KEY,
+    max_active  integer CHECK (max_active IS NULL OR max_active >= 0),
+    rate_per_s  double precision CHECK (rate_per_s IS NULL OR rate_per_s > 0),
+    burst       integer NOT NULL DEFAULT 1 CHECK (burst >= 1),
+    tat         timestamptz NOT NULL DEFAULT '-infinity'
+);
+"""
+
+# The claim of version 2. A task's resources are its ``locks`` plus ``kind:<kind>`` when
+# that kind has a limit. A resource without a ``limits`` row is a plain lock (one holder,
+# slot 0); with a row it has ``max_active`` slots (NULL: no cap) and, with
+# ``rate_per_s``, a token bucket (GCRA): a claim is allowed while
+# ``tat <= now + (burst - 1) / rate`` and pushes ``tat`` by ``1 / rate``.
+# Blocked tasks are filtered before they are locked, so one busy resource at the head of
+# the queue does not hide the tasks behind it; the loop re-checks with SKIP LOCKED.
+_CLAIM_V2 = r"""
+CREATE OR REPLACE FUNCTION claim_tasks(p_worker text, p_kinds text[], p_ids text[],
+                                       p_limit integer, p_start boolean, p_now timestamptz)
+RETURNS SETOF tasks LANGUAGE plpgsql AS $$
+DECLARE
+    v_now     timestamptz := coalesce(p_now, statement_timestamp());
+    v_limited text[];
+    v_seqs    bigint[] := '{}';
+    v_task    record;
+    v_res     text;
+    v_lim     record;
+    v_slot    integer;
+    v_names   text[];
+    v_slots   integer[];
+    v_buckets text[];
+    v_ok      boolean;
+BEGIN
+    IF p_limit <= 0 THEN
+        RETURN;
+    END IF;
+    SELECT coalesce(array_agg(substr(l.name, 6)), '{}') INTO v_limited
+    FROM limits l WHERE l.name LIKE 'kind:%';
+    FOR v_task IN
+        SELECT t.seq, t.id,
+               CASE WHEN t.kind = ANY (v_limited) THEN t.locks || ('kind:' || t.kind)
+                    ELSE t.locks END AS resources
+        FROM tasks t
+        WHERE t.status IN ('pending', 'failed')
+          AND (p_kinds IS NULL OR t.kind = ANY (p_kinds))
+          AND (p_ids IS NULL OR t.id = ANY (p_ids))
+          AND (t.not_before IS NULL OR t.not_before <= v_now)
+          AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks p ON p.id = d.dep_id
+                          WHERE d.task_id = t.id AND p.status <> 'completed')
+          AND NOT EXISTS (
+              SELECT 1
+              FROM unnest(CASE WHEN t.kind = ANY (v_limited)
+                               THEN t.locks || ('kind:' || t.kind) ELSE t.locks END) AS r(name)
+              LEFT JOIN limits l ON l.name = r.name
+              WHERE ((l.name IS NULL OR l.max_active IS NOT NULL)
+                     AND NOT EXISTS (SELECT 1 FROM lock_slots s
+                                     WHERE s.name = r.name AND s.task_id IS NULL
+                                       AND s.slot < coalesce(l.max_active, 1)))
+                 OR (l.rate_per_s IS NOT NULL
+                     AND l.tat > v_now + make_interval(secs => (l.burst - 1) / l.rate_per_s)))
+        ORDER BY t.seq
+        LIMIT p_limit
+        FOR UPDATE OF t SKIP LOCKED
+    LOOP
+        IF v_task.resources <> '{}' THEN
+            v_ok := true;
+            v_names := '{}';
+            v_slots := '{}';
+            v_buckets := '{}';
+            FOREACH v_res IN ARRAY (SELECT array_agg(DISTINCT x ORDER BY x)
+                                    FROM unnest(v_task.resources) x) LOOP
+                SELECT l.max_active, l.rate_per_s, true AS found INTO v_lim
+                FROM limits l WHERE l.name = v_res;
+                IF v_lim.found IS NULL OR v_lim.max_active IS NOT NULL THEN
+                    SELECT s.slot INTO v_slot FROM lock_slots s
+                    WHERE s.name = v_res AND s.task_id IS NULL
+                      AND s.slot < coalesce(v_lim.max_active, 1)
+                    ORDER BY s.slot LIMIT 1
+                    FOR UPDATE SKIP LOCKED;
+                    IF NOT FOUND THEN
+                        v_ok := false;
+                        EXIT;
+                    END IF;
+                    v_names := v_names || v_res;
+                    v_slots := v_slots || v_slot;
+                END IF;
+                IF v_lim.rate_per_s IS NOT NULL THEN
+                    PERFORM 1 FROM limits l
+                    WHERE l.name = v_res
+                      AND l.tat <= v_now + make_interval(secs => (l.burst - 1) / l.rate_per_s)
+                    FOR UPDATE SKIP LOCKED;
+                    IF NOT FOUND THEN
+                        v_ok := false;
+                        EXIT;
+                    END IF;
+                    v_buckets := v_buckets || v_res;
+                END IF;
+            END LOOP;
+            CONTINUE WHEN NOT v_ok;
+            UPDATE lock_slots s SET task_id = v_task.id
+            FROM unnest(v_names, v_slots) AS u(name, slot)
+            WHERE s.name = u.name AND s.slot = u.slot;
+            UPDATE limits l
+            SET tat = greatest(l.tat, v_now) + make_interval(secs => 1.0 / l.rate_per_s)
+            WHERE l.name = ANY (v_buckets);
+        END IF;
+        v_seqs := v_seqs || v_task.seq;
+    END LOOP;
+    RETURN QUERY
+    UPDATE tasks t SET
+        status = CASE WHEN p_start THEN 'running' ELSE 'assigned' END,
+        assigned_to = p_worker,
+        attempts = t.attempts + 1,
+        heartbeat_at = v_now,
+        lease_token = replace(gen_random_uuid()::text, '-', ''),
+        started_at = CASE WHEN p_start THEN v_now ELSE t.started_at END
+    WHERE t.seq = ANY (v_seqs)
+    RETURNING t.*;
+END $$;
+"""
+
+MIGRATIONS: list[str] = [
+    # 0 -> 1
+    _MIGRATIONS_TABLE + _TABLES_V1 + _NOTIFY_V1 + _CLAIM_V1,
+    # 1 -> 2
+    _TABLES_V2 + _CLAIM_V2,
+]
+"""``MIGRATIONS[i]`` brings a schema from version ``i`` to ``i + 1``. Never edit one
+that has been released: add a new one (and update ``FRESH``)."""
+
+LATEST = len(MIGRATIONS)
+"""The schema version this foreperson writes."""
+
+FRESH = (_MIGRATIONS_TABLE + _TABLES_V1 + _TABLES_V2 + _NOTIFY_V1
+         + _CLAIM_V2.replace("CREATE OR REPLACE FUNCTION", "CREATE FUNCTION", 1))
+"""The whole current schema for a new database (version ``LATEST``)."""
