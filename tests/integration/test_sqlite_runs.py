@@ -127,7 +127,7 @@ def test_a_paused_worker_cannot_complete_after_its_lease_was_taken(tmp_path):
         return {"by": "paused"}
 
     # supervisor A never heartbeats (as if its process were stopped)
-    a = Supervisor(SqliteStore(db), stale_after=60, heartbeat_every_s=3600)
+    a = Supervisor(SqliteStore(db), stale_after=60, heartbeat_every_s=3600, prefetch=0)
     a.register(Worker("a", {"k"}, fn=slow))
     reports = {}
     runner = threading.Thread(target=lambda: reports.setdefault("a", a.run_sync()))

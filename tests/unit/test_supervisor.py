@@ -251,7 +251,6 @@ def test_worker_concurrency_is_respected():
 def test_capability_strategy_prefers_the_specialist():
     sup = supervisor(strategy="capability", prefetch=0)
     who = []
-    gate = threading.Event()
 
     def work(task):
         who.append(current_task().worker)
@@ -260,7 +259,6 @@ def test_capability_strategy_prefers_the_specialist():
     sup.register(Worker("specialist", {"summarise"}, {"summarise": 1.0}, fn=work))
     sup.add_task(Task("summarise"))
     sup.run_sync()
-    gate.set()
     assert who == ["specialist"]
 
 
@@ -305,3 +303,25 @@ def test_worker_needs_kinds_and_a_body():
         Worker("w", set())
     with pytest.raises(NotImplementedError, match="override execute"):
         Worker("w", {"k"}).execute(Task("k"))
+
+
+def test_a_prefetched_task_does_not_wait_behind_a_long_one():
+    sup = supervisor(prefetch=1, prefetch_wait_s=0.1)
+    shorts_done = threading.Event()
+    finished = []
+    guard = threading.Lock()
+
+    def work(task):
+        if task.id == "long":
+            assert shorts_done.wait(20), "a short task was stuck behind the long one"
+        with guard:
+            finished.append(task.id)
+            if sum(1 for t in finished if t != "long") == 4:
+                shorts_done.set()
+
+    sup.register(Worker("w1", {"k"}, fn=work))
+    sup.register(Worker("w2", {"k"}, fn=work))
+    sup.add_tasks([Task("k", id="long", estimate_s=100)] +
+                  [Task("k", id=f"s{i}", estimate_s=0.01) for i in range(4)])
+    sup.run_sync()
+    assert finished[-1] == "long" and sup.store.get("long").status is Status.COMPLETED

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import anyio.abc
 
 from ..errors import ConfigurationError, InvalidPlan
 from .retry import backoff_seconds, is_retryable, retry_after_seconds
@@ -48,6 +47,36 @@ class _Flight:
     kind: str
     estimate_s: float
     began: float  # time.monotonic()
+
+
+class _Inbox:
+    """Tasks handed to one worker, waiting for a free slot. Taking a task that is
+    already there does not yield to the event loop, so a slot moves from one task to
+    the next at once."""
+
+    def __init__(self) -> None:
+        self.items: deque[tuple[Task, float]] = deque()   # (task, time.monotonic() queued)
+        self._waiters: deque[anyio.Event] = deque()
+
+    def put(self, task: Task) -> None:
+        self.items.append((task, time.monotonic()))
+        if self._waiters:
+            self._waiters.popleft().set()
+
+    async def get(self) -> Task:
+        while not self.items:
+            waiter = anyio.Event()
+            self._waiters.append(waiter)
+            await waiter.wait()
+        return self.items.popleft()[0]
+
+    def overdue(self, older_than_s: float) -> list[Task]:
+        """Take out the tasks that waited longer than ``older_than_s`` seconds."""
+        out = []
+        limit = time.monotonic() - older_than_s
+        while self.items and self.items[0][1] < limit:
+            out.append(self.items.popleft()[0])
+        return out
 
 
 @dataclass
@@ -92,7 +121,11 @@ class Supervisor:
         clock: source of time (defaults to the store's clock).
         rng: randomness for backoff jitter (a seeded ``random.Random`` in tests).
         prefetch: tasks each worker may hold beyond its ``concurrency`` in
-            :meth:`run`, so its next task starts the moment one ends (default 1).
+            :meth:`run`, so its next task starts the moment one ends (default 1). A
+            prefetched task that waits more than 2 s (behind a long task) is given back
+            to the store for another worker, and that worker stops prefetching until
+            its running task ends.
+        prefetch_wait_s: seconds a prefetched task may wait for its worker (default 2).
         pull: workers claim for themselves (``store.claim``) instead of being chosen
             per task; used by worker processes, where placement emerges from who has
             a free slot.
@@ -106,7 +139,8 @@ class Supervisor:
                  backoff_base_s: float = 2.0, backoff_cap_s: float = 60.0,
                  heartbeat_every_s: float | None = None, sweep_every_s: float | None = None,
                  clock: Clock | None = None, rng: random.Random | None = None,
-                 pull: bool = False, prefetch: int = 1) -> None:
+                 pull: bool = False, prefetch: int = 1,
+                 prefetch_wait_s: float = 2.0) -> None:
         if strategy not in STRATEGIES:
             raise ConfigurationError(f"unknown strategy {strategy!r}: choose one of {STRATEGIES}")
         if stale_after <= 0:
@@ -137,6 +171,8 @@ class Supervisor:
         self._started: list[Task] = []
         self._unstarted: list[Task] = []
         self.prefetch = prefetch
+        self.prefetch_wait_s = prefetch_wait_s
+        self._no_prefetch: set[str] = set()
         self.claim_batch = 16   # tasks claimed per store transaction: small, so work starts early
         self.retries = self.reclaimed = self.lease_lost = self.parked = 0
         self.history: list[tuple[float, dict[Status, int]]] = []
@@ -225,11 +261,18 @@ class Supervisor:
         """Sweep when due, then claim ready tasks for workers with free slots (each
         worker may hold ``concurrency + extra`` tasks)."""
         with self._lock:
-            self._sweep_if_due()
+            try:
+                return self._claim_free_slots(start, extra)
+            finally:
+                self._sweep_if_due()        # after claiming, so work starts first
+
+    def _claim_free_slots(self, start: bool, extra: int) -> list[tuple[Worker, Task]]:
+        with self._lock:
             if self._stopping:
                 return []
             for slot in self._slots.values():
-                slot.capacity = self.workers[slot.name].concurrency + extra
+                slot.capacity = self.workers[slot.name].concurrency + (
+                    0 if slot.name in self._no_prefetch else extra)
             free = [s for s in self._slots.values() if s.free()]
             if not free:
                 return []
@@ -326,6 +369,8 @@ class Supervisor:
         """
         task_id, token, _ = self._token_of(task)
         flight = self._let_go(task_id, token)
+        if flight is not None:
+            self._no_prefetch.discard(flight.worker)
         ok = self.store.complete(task_id, token, result)
         if ok and flight is not None:
             self._learn(flight.kind, time.monotonic() - flight.began)
@@ -364,7 +409,9 @@ class Supervisor:
                 wait = backoff_seconds(attempts, self.backoff_base_s, self.backoff_cap_s,
                                        rng=self.rng)
             retry_at = self.clock.now() + wait
-        self._let_go(task_id, token)
+        flight = self._let_go(task_id, token)
+        if flight is not None:
+            self._no_prefetch.discard(flight.worker)
         status = self.store.fail(task_id, token, text, retry_at=retry_at)
         if status is None:
             self.lease_lost += 1
@@ -402,10 +449,17 @@ class Supervisor:
         if self._wake is not None:
             self._wake.set()
 
-    def _cycle(self, outcomes: list[tuple[Task, bool, Any]],
-               started: list[Task]) -> list[tuple[Worker, Task]]:
+    def _cycle(self, outcomes: list[tuple[Task, bool, Any]], started: list[Task],
+               sample: Callable[[], StoreStats]
+               ) -> tuple[list[tuple[Worker, Task]], StoreStats | None]:
         """Record starts, settle finished attempts and hand out new work, in one store
-        transaction."""
+        transaction; when nothing is left in flight, also take a snapshot."""
+        handed = self._settle_and_dispatch(outcomes, started)
+        idle = not handed and not self._inflight
+        return handed, (sample() if idle else None)
+
+    def _settle_and_dispatch(self, outcomes: list[tuple[Task, bool, Any]],
+                             started: list[Task]) -> list[tuple[Worker, Task]]:
         with self.store.batch():
             for task in started:
                 self.store.start(task.id, task.lease_token or "")
@@ -454,10 +508,9 @@ class Supervisor:
             raise ConfigurationError("no workers registered: call supervisor.register(Worker(...))")
         began = time.monotonic()
         store_limiter = anyio.CapacityLimiter(1)
-        next_progress = 0.0
+        next_progress = next_overdue_check = 0.0
         self._stopping = False
-        queues = {name: anyio.create_memory_object_stream[Task](math.inf)
-                  for name in self.workers}
+        inboxes = {name: _Inbox() for name in self.workers}
 
         def sample() -> StoreStats:
             stats = self.store.stats()
@@ -468,61 +521,70 @@ class Supervisor:
             tg.start_soon(self._heartbeat_loop)
             for name, worker in self.workers.items():
                 for _ in range(worker.concurrency):
-                    tg.start_soon(self._consume, worker, queues[name][1])
+                    tg.start_soon(self._consume, worker, inboxes[name])
+            final: StoreStats | None = None
             while True:
                 self._wake = anyio.Event()
                 outcomes, self._outcomes = self._outcomes, []
                 started, self._started = self._started, []
                 with anyio.CancelScope(shield=True):   # a started status write finishes
-                    handed = await anyio.to_thread.run_sync(
-                        self._cycle, outcomes, started, limiter=store_limiter)
+                    handed, stats = await anyio.to_thread.run_sync(
+                        self._cycle, outcomes, started, sample, limiter=store_limiter)
                 for worker, task in handed:
-                    queues[worker.name][0].send_nowait(task)
+                    inboxes[worker.name].put(task)
                 now = time.monotonic()
                 busy = self._inflight or handed or self._outcomes or self._started
-                if not busy or now >= next_progress:
+                if stats is None and now >= next_progress:
                     stats = await anyio.to_thread.run_sync(sample, limiter=store_limiter)
+                if stats is not None:
                     if progress is not None and now >= next_progress:
                         progress(stats)
-                    next_progress = now + progress_every_s
+                        next_progress = now + progress_every_s
                     if not busy and ((until_finished and stats.unfinished == 0)
                                      or self._stopping):
+                        final = stats
                         break
+                if now >= next_overdue_check:   # a prefetched task stuck behind a long one
+                    next_overdue_check = now + 0.25
+                    await self._release_overdue(inboxes)
                 if self._stopping:
-                    await self._give_back_queued(queues)
+                    await self._give_back_queued(inboxes)
                     if not self._inflight and not self._outcomes:
                         break
-                if self._outcomes or len(handed) >= self.claim_batch:
-                    continue
-                with anyio.move_on_after(idle_wait_s):
-                    await self._wake.wait()
+                if not self._outcomes and len(handed) < self.claim_batch:
+                    with anyio.move_on_after(idle_wait_s):
+                        await self._wake.wait()
+
             tg.cancel_scope.cancel()
-        for send, receive in queues.values():
-            send.close()
-            receive.close()
         self._wake = None
-        stats = await anyio.to_thread.run_sync(sample)
+        stats = final or await anyio.to_thread.run_sync(sample)
         if progress is not None:
             progress(stats)
         return RunReport(stats, time.monotonic() - began, self.retries, self.reclaimed,
                          self.lease_lost, self.parked, list(self.history))
 
-    async def _consume(self, worker: Worker,
-                       queue: anyio.abc.ObjectReceiveStream[Task]) -> None:
-        async for task in queue:
+    async def _consume(self, worker: Worker, inbox: _Inbox) -> None:
+        while True:
+            task = await inbox.get()
             if self._stopping:           # not started: handed back by _give_back_queued
                 self._unstarted.append(task)
                 continue
             self._started.append(task)
             await self._execute(worker, task)
 
-    async def _give_back_queued(self, queues: dict[str, Any]) -> None:
-        for _, receive in queues.values():
-            while True:
-                try:
-                    self._unstarted.append(receive.receive_nowait())
-                except (anyio.WouldBlock, anyio.EndOfStream):
-                    break
+    async def _release_overdue(self, inboxes: dict[str, _Inbox]) -> None:
+        for name, inbox in inboxes.items():
+            overdue = inbox.overdue(self.prefetch_wait_s)
+            if overdue:
+                self._no_prefetch.add(name)     # until its running task ends
+                with anyio.CancelScope(shield=True):
+                    for task in overdue:
+                        await anyio.to_thread.run_sync(self._release, task)
+
+    async def _give_back_queued(self, inboxes: dict[str, _Inbox]) -> None:
+        for inbox in inboxes.values():
+            self._unstarted.extend(task for task, _ in inbox.items)
+            inbox.items.clear()
         unstarted, self._unstarted = self._unstarted, []
         with anyio.CancelScope(shield=True):
             for task in unstarted:

@@ -8,6 +8,7 @@ on its behalf, with the task's lease token.
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -149,20 +150,28 @@ class Worker:
             return inspect.iscoroutinefunction(self.execute)
         return inspect.iscoroutinefunction(self.fn)
 
+    @functools.cached_property
+    def _is_async(self) -> bool:
+        return self.is_async
+
     async def run_task(self, task: Task, store: TaskStore) -> Any:
         """Execute ``task`` with :func:`current_task` set: async work on the loop,
         blocking work in a thread (at most ``concurrency`` threads)."""
         reset = _CURRENT.set(TaskContext(task, self.name, store))
         try:
+            if self.timeout_s is None:
+                return await self._run(task)
             with anyio.fail_after(self.timeout_s):
-                if self.is_async:
-                    return await self.execute(task)
-                if self._limiter is None:
-                    self._limiter = anyio.CapacityLimiter(self.concurrency)
-                return await anyio.to_thread.run_sync(self.execute, task,
-                                                      limiter=self._limiter)
+                return await self._run(task)
         finally:
             _CURRENT.reset(reset)
+
+    async def _run(self, task: Task) -> Any:
+        if self._is_async:
+            return await self.execute(task)
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.concurrency)
+        return await anyio.to_thread.run_sync(self.execute, task, limiter=self._limiter)
 
     # -- seed 000's synchronous wiring ----------------------------------------
     def submit(self, task: Task) -> None:

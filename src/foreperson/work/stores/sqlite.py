@@ -300,8 +300,6 @@ class SqliteStore:
 
     def _take(self, db: sqlite3.Connection, task_id: str, worker: str, now: float,
               start: bool) -> Task | None:
-        locks = [r[0] for r in db.execute("SELECT lock FROM task_locks WHERE task_id = ?",
-                                          (task_id,))]
         status = "running" if start else "assigned"
         row = db.execute(
             f"UPDATE tasks AS t SET status = :status, assigned_to = :worker, "
@@ -312,9 +310,11 @@ class SqliteStore:
              "token": uuid.uuid4().hex}).fetchone()
         if row is None:
             return None
-        db.executemany("INSERT INTO held_locks (lock, task_id) VALUES (?, ?)",
-                       [(lk, task_id) for lk in locks])
-        return _row_to_task(row)
+        task = _row_to_task(row)
+        if task.locks:
+            db.executemany("INSERT INTO held_locks (lock, task_id) VALUES (?, ?)",
+                           [(lk, task_id) for lk in dict.fromkeys(task.locks)])
+        return task
 
     def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool = False) -> list[Task]:
         """See :meth:`TaskStore.assign`. With ``start=True`` the tasks go straight to
