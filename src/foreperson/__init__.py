@@ -3,6 +3,7 @@
 The front door holds what a quickstart needs; everything else lives in subpackages.
 """
 
+from .agents import Agent, Guards, Limits, tool
 from .errors import ForepersonError, GiveUp, InvalidPlan, Retry
 from .work import (
     App,
@@ -17,10 +18,13 @@ from .work import (
 )
 
 __all__ = [
+    "Agent",
     "App",
     "ForepersonError",
     "GiveUp",
+    "Guards",
     "InvalidPlan",
+    "Limits",
     "MemoryStore",
     "Retry",
     "SqliteStore",
@@ -30,5 +34,6 @@ __all__ = [
     "TaskStore",
     "Worker",
     "current_task",
+    "tool",
 ]
 __version__ = "0.1.0"

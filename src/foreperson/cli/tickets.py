@@ -29,10 +29,10 @@ def tickets(
     id_column: Annotated[Optional[str], typer.Option(help="Ticket id column (default: id / ticket_id; else the row number).")] = None,  # noqa: UP045
     subject_column: Annotated[Optional[str], typer.Option(help="Subject column (default: subject / title).")] = None,  # noqa: UP045
     body_column: Annotated[Optional[str], typer.Option(help="Body column (default: body / text / description / message).")] = None,  # noqa: UP045
-    min_confidence: Annotated[Optional[float], typer.Option(min=0.0, max=1.0, help="Below this classifier probability a ticket needs a human (default: twice chance).")] = None,  # noqa: UP045
+    min_confidence: Annotated[Optional[float], typer.Option(min=0.0, max=1.0, help="Below this classifier probability a ticket needs a human (default: twice chance; 0.5 with --model).")] = None,  # noqa: UP045
     max_attempts: Annotated[int, typer.Option(min=1, help="Attempts per task before it is parked DEAD.")] = 3,
     stale_after: Annotated[float, typer.Option(min=0.1, help="Seconds without a heartbeat before a task is reclaimed.")] = 90.0,
-    model: Annotated[Optional[str], typer.Option(help="Use a language model instead of the offline classifier, e.g. gpt-4o-mini, claude-sonnet-4-5, openai:NAME.")] = None,  # noqa: UP045
+    model: Annotated[Optional[str], typer.Option(help="Use a language model instead of the offline classifier, e.g. gpt-4o-mini, claude-opus-4-7, openai:NAME (key from OPENAI_API_KEY / ANTHROPIC_API_KEY). The offline classifier is the default.")] = None,  # noqa: UP045
     base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible server for --model (vLLM, llama.cpp, Ollama).")] = None,  # noqa: UP045
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Live progress display (default: on a terminal).")] = None,  # noqa: UP045
 ) -> None:
@@ -49,10 +49,6 @@ def tickets(
     from ..tickets.model import TicketModel, bundled_examples, load_examples
     from ..tickets.reader import read_tickets
 
-    if model is not None:
-        raise ConfigurationError(
-            "--model: language-model providers are not wired into the ticket job yet; "
-            "run without --model to use the offline classifier")
     stem = input_file.name.rsplit(".", 1)[0]
     if not dsn and not db:
         db = f"{stem}.tasks.db"
@@ -68,7 +64,14 @@ def tickets(
                                  label_column=examples_label_column)
     else:
         training = bundled_examples()
-    ticket_model = TicketModel(training, min_confidence=min_confidence)
+    if model is not None:
+        from ..tickets.llm import LlmTicketModel
+        ticket_model = LlmTicketModel(model, training, base_url=base_url,
+                                      min_confidence=min_confidence)
+    else:
+        if base_url is not None:
+            raise ConfigurationError("--base-url goes with --model")
+        ticket_model = TicketModel(training, min_confidence=min_confidence)
     if workers == 0 and not dsn:
         raise ConfigurationError("--workers 0 only makes sense with --dsn (remote workers)")
     store = open_store(db, dsn)

@@ -42,23 +42,33 @@ OUTPUT_FIELDS = ("id", "category", "priority", "needs_human", "reason", "draft_r
                  "attempts")
 
 app = App()
-_model: TicketModel | None = None
+_model: Any = None   # TicketModel or LlmTicketModel
 
 
-def configure(model: TicketModel) -> None:
-    """Set the model the ticket workers of this process use."""
+def configure(model: Any) -> None:
+    """Set the model the ticket workers of this process use (a
+    :class:`~foreperson.tickets.model.TicketModel` or
+    :class:`~foreperson.tickets.llm.LlmTicketModel`)."""
     global _model
     _model = model
 
 
 def _current_model() -> TicketModel:
-    """The configured model; worker processes started with ``foreperson worker
-    foreperson.tickets.job`` train one from ``FOREPERSON_TICKETS_EXAMPLES`` (a file) or
-    from the bundled examples."""
+    """The configured model. Worker processes started with ``foreperson worker
+    foreperson.tickets.job`` build one from the environment: ``FOREPERSON_TICKETS_EXAMPLES``
+    (a labelled file; default the bundled examples), ``FOREPERSON_TICKETS_MODEL`` and
+    ``FOREPERSON_TICKETS_BASE_URL`` (a language model instead of the offline one)."""
     global _model
     if _model is None:
         path = os.environ.get("FOREPERSON_TICKETS_EXAMPLES")
-        _model = TicketModel(load_examples(path) if path else bundled_examples())
+        examples = load_examples(path) if path else bundled_examples()
+        llm = os.environ.get("FOREPERSON_TICKETS_MODEL")
+        if llm:
+            from .llm import LlmTicketModel
+            _model = LlmTicketModel(llm, examples,
+                                    base_url=os.environ.get("FOREPERSON_TICKETS_BASE_URL"))
+        else:
+            _model = TicketModel(examples)
     return _model
 
 
@@ -232,7 +242,7 @@ class _JobLock:
 
 
 async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, workers: int,
-                  model: TicketModel | None = None, max_attempts: int = 3,
+                  model: Any = None, max_attempts: int = 3,
                   stale_after: float = 90.0, exclusive_db: str | None = None,
                   progress: Callable[[StoreStats, int], None] | None = None,
                   worker_factory: Callable[[str], Any] | None = None) -> JobReport:

@@ -20,7 +20,7 @@ from ..errors import InputError, MissingDependency
 from .reader import find_column, read_records
 
 __all__ = ["Classification", "Example", "TicketModel", "Triage", "bundled_examples",
-           "load_examples"]
+           "load_examples", "triage"]
 
 TEXT_NAMES = ("text", "body", "message", "description", "content")
 LABEL_NAMES = ("label", "category", "queue", "type", "class")
@@ -228,17 +228,24 @@ class TicketModel:
                 "example": index}
 
     def triage(self, text: str, result: Classification) -> Triage:
-        """Whether the ticket needs a human, with every reason found."""
-        reasons = []
-        if result.confidence < self.min_confidence:
-            reasons.append(f"low confidence ({result.confidence:.2f} < {self.min_confidence:.2f})")
-        for reason, pattern in _TRIGGER_PATTERNS.items():
-            match = pattern.search(text)
-            if match:
-                reasons.append(f"{reason} ({match.group(0).lower()})")
-        if text.count("!") >= 3 or _shouting(text):
-            reasons.append("angry customer (shouting)")
-        return Triage(bool(reasons), tuple(dict.fromkeys(reasons)))
+        """Whether the ticket needs a human, with every reason found (see :func:`triage`)."""
+        return triage(text, result, self.min_confidence)
+
+
+def triage(text: str, result: Classification, min_confidence: float) -> Triage:
+    """The triage rules: a human is needed for low confidence (below ``min_confidence``,
+    0..1), security or legal words, an outage, or an angry customer (angry words, three
+    or more exclamation marks, or shouting in capitals). Every reason found is listed."""
+    reasons = []
+    if result.confidence < min_confidence:
+        reasons.append(f"low confidence ({result.confidence:.2f} < {min_confidence:.2f})")
+    for reason, pattern in _TRIGGER_PATTERNS.items():
+        match = pattern.search(text)
+        if match:
+            reasons.append(f"{reason} ({match.group(0).lower()})")
+    if text.count("!") >= 3 or _shouting(text):
+        reasons.append("angry customer (shouting)")
+    return Triage(bool(reasons), tuple(dict.fromkeys(reasons)))
 
 
 def _shouting(text: str) -> bool:

@@ -17,7 +17,7 @@ from ..errors import GiveUp, Retry
 __all__ = ["backoff_seconds", "is_retryable", "retry_after_seconds", "status_code_of"]
 
 _NON_RETRYABLE = (ValueError, TypeError, KeyError, LookupError, AttributeError,
-                  json.JSONDecodeError, NotImplementedError)
+                  json.JSONDecodeError, NotImplementedError, AssertionError)
 
 
 def backoff_seconds(
@@ -72,8 +72,8 @@ def is_retryable(exc: BaseException) -> bool:
     Rules, in order: :class:`~foreperson.errors.Retry` yes, :class:`~foreperson.errors.GiveUp`
     no; an HTTP status 408, 409, 425, 429 or 5xx yes, any other 4xx no; timeouts and
     connection errors (including httpx's, recognised by name) yes; validation and
-    programming errors (ValueError, TypeError, KeyError, pydantic's ValidationError …)
-    no; anything else yes (assumed transient, bounded by ``max_attempts``).
+    programming errors (ValueError, TypeError, KeyError, AssertionError, any
+    ``…ValidationError`` such as pydantic's) no; anything else yes (assumed transient, bounded by ``max_attempts``).
 
     Args:
         exc: the exception a task or a model call raised.
@@ -94,7 +94,7 @@ def is_retryable(exc: BaseException) -> bool:
     if names & {"TimeoutException", "ConnectError", "NetworkError", "APITimeoutError",
                 "APIConnectionError", "RemoteProtocolError"}:
         return True
-    if "ValidationError" in names:
+    if any(name.endswith("ValidationError") for name in names):
         return False
     return not isinstance(exc, _NON_RETRYABLE)
 

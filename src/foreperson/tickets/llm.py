@@ -1,0 +1,88 @@
+"""The ticket job with a language model: one agent per stage.
+
+Classification is a structured output whose ``category`` is a closed set (the labels of
+the examples), so the model cannot invent a category; the draft is plain text, steered
+by the nearest answered example; triage keeps the offline rules, fed with the model's
+confidence. A reply that does not fit the schema is sent back to the model with the
+errors and, if it still does not fit, fails the task without retries (it would fail
+the same way again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, create_model
+
+from .model import Classification, Example, Triage, triage
+
+__all__ = ["LlmTicketModel"]
+
+
+class LlmTicketModel:
+    """Classify and draft with a model; same interface as
+    :class:`~foreperson.tickets.model.TicketModel`.
+
+    Args:
+        model: a model string (``gpt-4o-mini``, ``claude-…``, ``openai:NAME``) or a
+            :class:`~foreperson.models.Model`.
+        examples: labelled examples: their labels are the allowed categories, their
+            answers steer the drafts.
+        base_url: an OpenAI-compatible server (vLLM, llama.cpp, Ollama).
+        min_confidence: below this self-reported confidence (0..1) a human is needed.
+
+    Raises:
+        ConfigurationError / MissingDependency: unknown model, no API key, missing SDK
+            (raised here, before any task runs).
+    """
+
+    def __init__(self, model: Any, examples: Sequence[Example], *,
+                 base_url: str | None = None, min_confidence: float | None = None) -> None:
+        from ..agents import Agent
+        from ..models import infer_model
+
+        self.examples = list(examples)
+        self.labels = sorted({e.category for e in self.examples})
+        self.min_confidence = 0.5 if min_confidence is None else min_confidence
+        priorities = sorted({e.priority for e in self.examples if e.priority}) or [
+            "high", "low", "medium"]
+        self.output_type: type[BaseModel] = create_model(
+            "TicketClassification",
+            category=(Literal[tuple(self.labels)], Field(description="one of the categories")),
+            priority=(Literal[tuple(priorities)], Field(description="how urgent")),
+            confidence=(float, Field(ge=0.0, le=1.0, description="0..1, how sure you are")),
+        )
+        chosen = infer_model(model, base_url) if isinstance(model, str) else model
+        self.classifier = Agent(
+            "You classify customer support tickets. Choose the single best category from: "
+            + ", ".join(self.labels) + f". Priority is one of: {', '.join(priorities)}. "
+            "Give your confidence between 0 and 1.",
+            model=chosen, output_type=self.output_type, name="classifier")
+        self.drafter = Agent(
+            "You draft short, polite replies to customer support tickets, in the language "
+            "of the ticket. Do not promise what you cannot check. Reply with the draft only.",
+            model=chosen, name="drafter")
+        self._nearest = None
+        if any(e.answer for e in self.examples):
+            from .model import TicketModel
+            self._nearest = TicketModel(self.examples)
+
+    def classify(self, text: str) -> Classification:
+        """Category (one of :attr:`labels`), confidence and priority, from the model."""
+        out = self.classifier.run_sync(text).output
+        return Classification(out.category, float(out.confidence), out.priority)
+
+    def draft(self, text: str, category: str) -> dict[str, Any]:
+        """A draft reply written by the model, shown the nearest answered example."""
+        hint = ""
+        if self._nearest is not None:
+            nearest = self._nearest.draft(text, category)
+            hint = ("\n\nA reply we sent to a similar ticket, for tone and facts:\n"
+                    + nearest["draft_reply"])
+        reply = self.drafter.run_sync(f"Category: {category}\nTicket:\n{text}{hint}")
+        return {"draft_reply": str(reply.output).strip(), "similarity": None, "example": -1}
+
+    def triage(self, text: str, result: Classification) -> Triage:
+        """The offline triage rules, with the model's confidence."""
+        return triage(text, result, self.min_confidence)
