@@ -292,3 +292,21 @@ def test_concurrent_claims_never_hand_a_task_out_twice(make_store):
         t.join(timeout=60)
     assert sorted(seen, key=int) == [str(i) for i in range(400)]
     assert store.stats().counts[Status.COMPLETED] == 400
+
+
+def test_bulk_start_and_complete_are_fenced_like_single_calls(make_store, clock):
+    store = make_store(clock=clock)
+    if not hasattr(store, "complete_many"):
+        pytest.skip("this store has no bulk writes")
+    store.add([Task("k", id=str(i), locks=["x"] if i == 0 else []) for i in range(4)])
+    claimed = store.claim("w", {"k"}, 4)
+    assert {t.id for t in claimed} == {"0", "1", "2", "3"}
+    leases = {t.id: t.lease_token for t in claimed}
+    assert store.start_many({**leases, "3": "stale"}) == {"3"}
+    assert store.get("1").status is Status.RUNNING
+    done = store.complete_many([(i, leases[i], {"n": int(i)}) for i in ("0", "1")]
+                               + [("2", "stale", {}), ("missing", "x", {})])
+    assert done == {"0", "1"}
+    assert store.get("1").result == {"n": 1} and store.get("2").status is Status.RUNNING
+    store.add([Task("k", id="next", locks=["x"])])
+    assert [t.id for t in store.claim("w", {"k"}, 5)] == ["next"]   # lock "x" was freed

@@ -15,6 +15,7 @@ balanced        (default) least estimated seconds, ties to the higher skill; eac
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -23,6 +24,7 @@ from ..errors import ConfigurationError
 __all__ = ["STRATEGIES", "WorkerSlot", "lower_bound", "pick_worker", "simulate_makespan"]
 
 STRATEGIES = ("balanced", "least_loaded", "round_robin", "capability")
+_LOAD = operator.attrgetter("load_s")
 
 
 @dataclass
@@ -67,7 +69,7 @@ def pick_worker(strategy: str, kind: str, slots: Sequence[WorkerSlot],
     Raises:
         ConfigurationError: unknown strategy.
     """
-    eligible = [s for s in slots if kind in s.can_do and s.free()]
+    eligible = [s for s in slots if s.active < s.capacity and kind in s.can_do]
     if not eligible:
         return None
     if strategy == "round_robin":
@@ -75,11 +77,15 @@ def pick_worker(strategy: str, kind: str, slots: Sequence[WorkerSlot],
         rr[kind] = turn + 1
         return eligible[turn % len(eligible)]
     if strategy == "least_loaded":
-        return min(eligible, key=lambda s: s.load_s)
+        return min(eligible, key=_LOAD)
     if strategy == "capability":
         return max(eligible, key=lambda s: s.skill.get(kind, 1.0))
     if strategy == "balanced":
-        return min(eligible, key=lambda s: (s.load_s, -s.skill.get(kind, 1.0)))
+        least = min(eligible, key=_LOAD)
+        tied = [s for s in eligible if s.load_s == least.load_s]
+        if len(tied) == 1:
+            return least
+        return max(tied, key=lambda s: s.skill.get(kind, 1.0))
     raise ConfigurationError(f"unknown strategy {strategy!r}: choose one of {STRATEGIES}")
 
 

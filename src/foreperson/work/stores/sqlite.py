@@ -91,6 +91,10 @@ _FIRST_DEAD_DEP = """(SELECT d.dep_id FROM task_deps d JOIN tasks p ON p.id = d.
                       WHERE d.task_id = tasks.id AND p.status = 'dead' LIMIT 1)"""
 
 
+def _list(text: str) -> list[Any]:
+    return [] if text == "[]" else json.loads(text)
+
+
 def _row_to_task(row: sqlite3.Row | tuple) -> Task:
     (id_, kind, payload, status, assigned_to, attempts, max_attempts, result, error,
      heartbeat_at, depends_on, locks, created_at, started_at, finished_at, not_before,
@@ -99,11 +103,11 @@ def _row_to_task(row: sqlite3.Row | tuple) -> Task:
         kind=kind, payload=json.loads(payload), id=id_, status=Status(status),
         assigned_to=assigned_to, attempts=attempts, max_attempts=max_attempts,
         result=None if result is None else json.loads(result), error=error,
-        heartbeat_at=from_epoch(heartbeat_at), depends_on=json.loads(depends_on),
-        locks=json.loads(locks), created_at=from_epoch(created_at),
+        heartbeat_at=from_epoch(heartbeat_at), depends_on=_list(depends_on),
+        locks=_list(locks), created_at=from_epoch(created_at),
         started_at=from_epoch(started_at), finished_at=from_epoch(finished_at),
         not_before=from_epoch(not_before), estimate_s=estimate_s,
-        errors=json.loads(errors), lease_token=lease_token,
+        errors=_list(errors), lease_token=lease_token,
     )
 
 
@@ -353,6 +357,57 @@ class SqliteStore:
                 "WHERE id = ? AND lease_token = ?", (now, now, task_id, token))
             return cur.rowcount == 1
 
+    def start_many(self, leases: Mapping[str, str]) -> set[str]:
+        """Mark many held tasks RUNNING in one statement (``{task_id: token}``).
+
+        Returns:
+            ids whose lease is gone.
+        """
+        if not leases:
+            return set()
+        with self._tx() as db:
+            now = self.clock.now()
+            started: set[str] = set()
+            items = list(leases.items())
+            for i in range(0, len(items), 400):
+                chunk = items[i:i + 400]
+                values = ",".join("(?, ?)" for _ in chunk)
+                rows = db.execute(
+                    f"WITH l(id, token) AS (VALUES {values}) "
+                    "UPDATE tasks SET status = 'running', started_at = ?, heartbeat_at = ? "
+                    "WHERE (id, lease_token) IN (SELECT id, token FROM l) RETURNING id",
+                    [v for pair in chunk for v in pair] + [now, now]).fetchall()
+                started.update(r[0] for r in rows)
+            return set(leases) - started
+
+    def complete_many(self, items: Sequence[tuple[str, str, Any]]) -> set[str]:
+        """Complete many held tasks in one statement: ``[(task_id, token, result), …]``.
+
+        Returns:
+            ids whose result was stored (the others had lost their lease).
+
+        Raises:
+            TypeError: a result is not JSON-serialisable.
+        """
+        encoded = [(task_id, token, json.dumps(result)) for task_id, token, result in items]
+        stored: set[str] = set()
+        with self._tx() as db:
+            now = self.clock.now()
+            for i in range(0, len(encoded), 300):
+                chunk = encoded[i:i + 300]
+                values = ",".join("(?, ?, ?)" for _ in chunk)
+                rows = db.execute(
+                    f"WITH l(id, token, result) AS (VALUES {values}) "
+                    "UPDATE tasks SET status = 'completed', error = NULL, finished_at = ?, "
+                    "lease_token = NULL, result = (SELECT l.result FROM l WHERE l.id = tasks.id) "
+                    "WHERE (id, lease_token) IN (SELECT id, token FROM l) RETURNING id, locks",
+                    [v for triple in chunk for v in triple] + [now]).fetchall()
+                for task_id, locks in rows:
+                    stored.add(task_id)
+                    if locks != "[]":
+                        db.execute("DELETE FROM held_locks WHERE task_id = ?", (task_id,))
+            return stored
+
     def heartbeat(self, leases: Mapping[str, str]) -> set[str]:
         """See :meth:`TaskStore.heartbeat`."""
         if not leases:
@@ -371,13 +426,14 @@ class SqliteStore:
         """See :meth:`TaskStore.complete`."""
         encoded = json.dumps(result)
         with self._tx() as db:
-            cur = db.execute(
+            row = db.execute(
                 "UPDATE tasks SET status = 'completed', result = ?, error = NULL, "
-                "finished_at = ?, lease_token = NULL WHERE id = ? AND lease_token = ?",
-                (encoded, self.clock.now(), task_id, token))
-            if cur.rowcount != 1:
+                "finished_at = ?, lease_token = NULL WHERE id = ? AND lease_token = ? "
+                "RETURNING locks", (encoded, self.clock.now(), task_id, token)).fetchone()
+            if row is None:
                 return False
-            db.execute("DELETE FROM held_locks WHERE task_id = ?", (task_id,))
+            if row[0] != "[]":
+                db.execute("DELETE FROM held_locks WHERE task_id = ?", (task_id,))
             return True
 
     def fail(self, task_id: str, token: str, error: str, *,
