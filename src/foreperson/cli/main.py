@@ -11,7 +11,7 @@ import sys
 
 from ..errors import ForepersonError
 
-COMMAND_MODULES = ["tickets", "status", "retry"]
+COMMAND_MODULES = ["tickets", "worker", "status", "retry", "db"]
 
 
 def build_app():

@@ -25,13 +25,13 @@ from typing import Any
 
 import anyio
 
-from ..errors import ConfigurationError, InvalidPlan
+from ..errors import ConfigurationError, InvalidPlan, StoreError
 from .retry import backoff_seconds, is_retryable, retry_after_seconds
 from .store import StoreStats, TaskStore
 from .stores.memory import MemoryStore
 from .strategies import STRATEGIES, WorkerSlot, pick_worker
 from .task import Clock, Status, SystemClock, Task
-from .worker import Worker
+from .worker import RateLimited, Worker
 
 __all__ = ["RunReport", "Supervisor"]
 
@@ -176,6 +176,9 @@ class Supervisor:
         self.claim_batch = 16   # tasks claimed per store transaction: small, so work starts early
         self.retries = self.reclaimed = self.lease_lost = self.parked = 0
         self.history: list[tuple[float, dict[Status, int]]] = []
+        self._stored: dict[tuple[str, str], bool] = {}   # settled in bulk
+        self._settled = True
+        self._outage_s = 0.0
 
     # -- set-up ----------------------------------------------------------------
     def register(self, worker: Worker) -> Worker:
@@ -371,7 +374,9 @@ class Supervisor:
         flight = self._let_go(task_id, token)
         if flight is not None:
             self._no_prefetch.discard(flight.worker)
-        ok = self.store.complete(task_id, token, result)
+        ok = self._stored.pop((task_id, token), None)
+        if ok is None:
+            ok = self.store.complete(task_id, token, result)
         if ok and flight is not None:
             self._learn(flight.kind, time.monotonic() - flight.began)
         if not ok:
@@ -393,6 +398,8 @@ class Supervisor:
             the new status, or None when the lease was lost.
         """
         task_id, token, record = self._token_of(task)
+        if isinstance(error, RateLimited) and hasattr(self.store, "back_off"):
+            return self._back_off(task_id, token, error)
         if record is None:
             record = self.store.get(task_id)
         if isinstance(error, BaseException):
@@ -460,19 +467,104 @@ class Supervisor:
 
     def _settle_and_dispatch(self, outcomes: list[tuple[Task, bool, Any]],
                              started: list[Task]) -> list[tuple[Worker, Task]]:
-        with self.store.batch():
-            for task in started:
-                self.store.start(task.id, task.lease_token or "")
-            for task, ok, value in outcomes:
-                if ok:
-                    self.on_complete(task, value)
-                else:
-                    self.on_fail(task, value)
-            return self._dispatch(start=False, extra=self.prefetch)
+        return self._settle_then_claim(outcomes, started)
 
     def _release(self, task: Task) -> None:
         self._let_go(task.id, task.lease_token or "")
-        self.store.release(task.id, task.lease_token or "")
+        try:
+            self.store.release(task.id, task.lease_token or "")
+        except StoreError as exc:
+            log.warning("task %s: cannot give it back (%s); it is reclaimed after "
+                        "stale_after", task.id, exc)
+
+    def _settle_then_claim(self, outcomes: list[tuple[Task, bool, Any]],
+                           started: list[Task]) -> list[tuple[Worker, Task]]:
+        """Record starts, settle finished attempts and claim new work in one store
+        transaction. Stores with ``start_many`` / ``complete_many`` (PostgreSQL) write
+        the turn's starts and completions in one statement each. If the transaction
+        fails, what it claimed is forgotten (it was rolled back) and StoreError
+        propagates; the caller keeps the outcomes and tries again."""
+        with self._lock:
+            before = set(self._inflight)
+        self._settled = False
+        try:
+            with self.store.batch():
+                start_many = getattr(self.store, "start_many", None)
+                if start_many is not None and len(started) > 1:
+                    start_many({t.id: t.lease_token or "" for t in started})
+                else:
+                    for task in started:
+                        self.store.start(task.id, task.lease_token or "")
+                done = [(t, v) for t, ok, v in outcomes if ok]
+                complete_many = getattr(self.store, "complete_many", None)
+                if complete_many is not None and len(done) > 1:
+                    stored = complete_many([(t.id, t.lease_token or "", v) for t, v in done])
+                    self._stored = {(t.id, t.lease_token or ""): t.id in stored
+                                    for t, _ in done}
+                for task, ok, value in outcomes:
+                    if ok:
+                        self.on_complete(task, value)
+                    else:
+                        self.on_fail(task, value)
+                handed = self._dispatch(start=False, extra=self.prefetch)
+        except StoreError:
+            self._stored.clear()
+            with self._lock:
+                claimed = [(i, f.token) for i, f in self._inflight.items() if i not in before]
+            for task_id, token in claimed:
+                self._let_go(task_id, token)
+            raise
+        self._settled = True
+        self._outage_s = 0.0
+        return handed
+
+    async def _store_unavailable(self, exc: StoreError, outcomes: list[tuple[Task, bool, Any]],
+                                 started: list[Task]) -> None:
+        if not self._settled:             # the turn was rolled back: settle it again
+            self._outcomes[:0] = outcomes
+            self._started[:0] = started
+        self._outage_s = min(max(self._outage_s * 2, 0.1), 5.0)
+        log.warning("store unavailable, retrying in %.1f s: %s", self._outage_s, exc)
+        await anyio.sleep(self._outage_s)
+
+    def _back_off(self, task_id: str, token: str, signal: RateLimited) -> Status | None:
+        wait = signal.after_s
+        if wait is None:
+            wait = backoff_seconds(1, self.backoff_base_s, self.backoff_cap_s, rng=self.rng)
+        self._let_go(task_id, token)
+        if not self.store.back_off(task_id, token, signal.resource, wait):  # type: ignore[attr-defined]
+            self.lease_lost += 1
+            return None
+        log.info("task %s: %s; backing off %.1f s, attempt not counted", task_id, signal, wait)
+        return Status.PENDING
+
+    async def _listen(self, waiter: Callable[..., bool]) -> None:
+        kinds = self.known_kinds()
+        while True:
+            woke = await anyio.to_thread.run_sync(waiter, kinds, 1.0, abandon_on_cancel=True)
+            if woke and self._wake is not None:
+                self._wake.set()
+
+    def release_held(self) -> list[str]:
+        """Give back every task this supervisor holds, running or prefetched (back to
+        PENDING, the attempt not counted): for a worker process whose shutdown grace
+        period is over. Their running functions' late writes are then refused.
+
+        Returns:
+            ids released.
+        """
+        with self._lock:
+            held = [(task_id, f.token) for task_id, f in self._inflight.items()]
+        released = []
+        for task_id, token in held:
+            self._let_go(task_id, token)
+            try:
+                if self.store.release(task_id, token):
+                    released.append(task_id)
+            except StoreError as exc:
+                log.warning("task %s: cannot give it back (%s); it is reclaimed after "
+                            "stale_after", task_id, exc)
+        return released
 
     def stop(self) -> None:
         """Ask :meth:`run` to stop handing out tasks; it returns once in-flight tasks
@@ -496,7 +588,10 @@ class Supervisor:
                 seconds and once at the end.
             progress_every_s: seconds between progress calls and history samples.
             idle_wait_s: longest pause, seconds, when nothing signals new work (new
-                tasks added elsewhere, backoffs expiring).
+                tasks added elsewhere, backoffs expiring). A store with
+                ``wait_for_work`` (PostgreSQL's LISTEN/NOTIFY) ends it as soon as work
+                may be ready. While the store is unreachable the loop keeps its
+                outcomes and retries, pausing up to 5 s.
 
         Returns:
             a :class:`RunReport`.
@@ -519,6 +614,9 @@ class Supervisor:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._heartbeat_loop)
+            waiter = getattr(self.store, "wait_for_work", None)
+            if waiter is not None:     # e.g. PostgreSQL LISTEN: wake when work is added
+                tg.start_soon(self._listen, waiter)
             for name, worker in self.workers.items():
                 for _ in range(worker.concurrency):
                     tg.start_soon(self._consume, worker, inboxes[name])
@@ -527,9 +625,13 @@ class Supervisor:
                 self._wake = anyio.Event()
                 outcomes, self._outcomes = self._outcomes, []
                 started, self._started = self._started, []
-                with anyio.CancelScope(shield=True):   # a started status write finishes
-                    handed, stats = await anyio.to_thread.run_sync(
-                        self._cycle, outcomes, started, sample, limiter=store_limiter)
+                try:
+                    with anyio.CancelScope(shield=True):   # a started status write finishes
+                        handed, stats = await anyio.to_thread.run_sync(
+                            self._cycle, outcomes, started, sample, limiter=store_limiter)
+                except StoreError as exc:   # unreachable: keep the outcomes, retry
+                    await self._store_unavailable(exc, outcomes, started)
+                    continue
                 for worker, task in handed:
                     inboxes[worker.name].put(task)
                 now = time.monotonic()
@@ -593,7 +695,10 @@ class Supervisor:
     async def _heartbeat_loop(self) -> None:
         while True:
             await anyio.sleep(self.heartbeat_every_s)
-            await anyio.to_thread.run_sync(self._heartbeat_if_due)
+            try:
+                await anyio.to_thread.run_sync(self._heartbeat_if_due)
+            except StoreError as exc:
+                log.warning("heartbeat failed (%s); retrying next beat", exc)
 
     def run_sync(self, **kwargs: Any) -> RunReport:
         """Blocking :meth:`run`; refuses to run inside a running event loop.

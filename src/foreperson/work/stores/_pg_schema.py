@@ -45,8 +45,8 @@ __all__ = ["FRESH", "LATEST", "MIGRATIONS"]
 
 _TABLES_V1 = """
 CREATE TABLE tasks (
-    seq          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    id           text NOT NULL UNIQUE,
+    id           text PRIMARY KEY,
+    seq          bigint GENERATED ALWAYS AS IDENTITY,
     kind         text NOT NULL,
     payload      jsonb NOT NULL,
     status       text NOT NULL DEFAULT 'pending' CHECK (status IN
@@ -67,10 +67,12 @@ CREATE TABLE tasks (
     errors       jsonb NOT NULL DEFAULT '[]',
     lease_token  text
 );
+-- A status change is never a HOT update, so every index costs a write on every claim,
+-- start and completion: keep them few and partial (an entry only while it matters).
 CREATE INDEX tasks_claimable ON tasks (seq) WHERE status IN ('pending', 'failed');
 CREATE INDEX tasks_claimable_kind ON tasks (kind, seq) WHERE status IN ('pending', 'failed');
 CREATE INDEX tasks_active ON tasks (heartbeat_at) WHERE status IN ('assigned', 'running');
-CREATE INDEX tasks_status ON tasks (status);
+CREATE INDEX tasks_dead ON tasks (id) WHERE status = 'dead';
 
 CREATE TABLE task_deps (
     task_id text NOT NULL,
@@ -144,7 +146,7 @@ CREATE FUNCTION claim_tasks(p_worker text, p_kinds text[], p_ids text[], p_limit
 RETURNS SETOF tasks LANGUAGE plpgsql AS $$
 DECLARE
     v_now   timestamptz := coalesce(p_now, statement_timestamp());
-    v_seqs  bigint[] := '{}';
+    v_ids   text[] := '{}';
     v_task  record;
     v_lock  text;
     v_slot  integer;
@@ -188,7 +190,7 @@ BEGIN
             UPDATE lock_slots s SET task_id = v_task.id
             WHERE s.name = ANY (v_names) AND s.slot = 0;
         END IF;
-        v_seqs := v_seqs || v_task.seq;
+        v_ids := v_ids || v_task.id;
     END LOOP;
     RETURN QUERY
     UPDATE tasks t SET
@@ -198,7 +200,7 @@ BEGIN
         heartbeat_at = v_now,
         lease_token = replace(gen_random_uuid()::text, '-', ''),
         started_at = CASE WHEN p_start THEN v_now ELSE t.started_at END
-    WHERE t.seq = ANY (v_seqs)
+    WHERE t.id = ANY (v_ids)
     RETURNING t.*;
 END $$;
 """
@@ -235,8 +237,49 @@ CREATE TABLE limits (
 # slot 0); with a row it has ``max_active`` slots (NULL: no cap) and, with
 # ``rate_per_s``, a token bucket (GCRA): a claim is allowed while
 # ``tat <= now + (burst - 1) / rate`` and pushes ``tat`` by ``1 / rate``.
-# Blocked tasks are filtered before they are locked, so one busy resource at the head of
+# Busy tasks are filtered before they are locked, so one busy resource at the head of
 # the queue does not hide the tasks behind it; the loop re-checks with SKIP LOCKED.
+# The candidates come from one of three queries so that each can walk an index in
+# ``seq`` order and stop after ``p_limit`` rows: by ids (assign), one kind (the
+# ``(kind, seq)`` index) or several kinds.
+_HELPERS_V2 = r"""
+CREATE FUNCTION task_resources(p_kind text, p_locks text[], p_limited text[])
+RETURNS text[] LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN p_kind = ANY (p_limited) THEN p_locks || ('kind:' || p_kind)
+                ELSE p_locks END
+$$;
+
+CREATE FUNCTION resources_busy(p_resources text[], p_now timestamptz)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF cardinality(p_resources) = 0 THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (
+        SELECT 1 FROM unnest(p_resources) AS r(name)
+        LEFT JOIN limits l ON l.name = r.name
+        WHERE ((l.name IS NULL OR l.max_active IS NOT NULL)
+               AND NOT EXISTS (SELECT 1 FROM lock_slots s
+                               WHERE s.name = r.name AND s.task_id IS NULL
+                                 AND s.slot < coalesce(l.max_active, 1)))
+           OR (l.rate_per_s IS NOT NULL
+               AND l.tat > p_now + make_interval(secs => (l.burst - 1) / l.rate_per_s)));
+END $$;
+"""
+
+_CANDIDATES_V2 = """
+        SELECT t.seq, t.id, task_resources(t.kind, t.locks, v_limited) AS resources
+        FROM tasks t
+        WHERE {which}
+          AND t.status IN ('pending', 'failed')
+          AND (t.not_before IS NULL OR t.not_before <= v_now)
+          AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks p ON p.id = d.dep_id
+                          WHERE d.task_id = t.id AND p.status <> 'completed')
+          AND NOT resources_busy(task_resources(t.kind, t.locks, v_limited), v_now)
+        ORDER BY t.seq
+        LIMIT p_limit
+        FOR UPDATE OF t SKIP LOCKED"""
+
 _CLAIM_V2 = r"""
 CREATE OR REPLACE FUNCTION claim_tasks(p_worker text, p_kinds text[], p_ids text[],
                                        p_limit integer, p_start boolean, p_now timestamptz)
@@ -244,7 +287,8 @@ RETURNS SETOF tasks LANGUAGE plpgsql AS $$
 DECLARE
     v_now     timestamptz := coalesce(p_now, statement_timestamp());
     v_limited text[];
-    v_seqs    bigint[] := '{}';
+    v_ids     text[] := '{}';
+    v_cur     refcursor;
     v_task    record;
     v_res     text;
     v_lim     record;
@@ -259,32 +303,17 @@ BEGIN
     END IF;
     SELECT coalesce(array_agg(substr(l.name, 6)), '{}') INTO v_limited
     FROM limits l WHERE l.name LIKE 'kind:%';
-    FOR v_task IN
-        SELECT t.seq, t.id,
-               CASE WHEN t.kind = ANY (v_limited) THEN t.locks || ('kind:' || t.kind)
-                    ELSE t.locks END AS resources
-        FROM tasks t
-        WHERE t.status IN ('pending', 'failed')
-          AND (p_kinds IS NULL OR t.kind = ANY (p_kinds))
-          AND (p_ids IS NULL OR t.id = ANY (p_ids))
-          AND (t.not_before IS NULL OR t.not_before <= v_now)
-          AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks p ON p.id = d.dep_id
-                          WHERE d.task_id = t.id AND p.status <> 'completed')
-          AND NOT EXISTS (
-              SELECT 1
-              FROM unnest(CASE WHEN t.kind = ANY (v_limited)
-                               THEN t.locks || ('kind:' || t.kind) ELSE t.locks END) AS r(name)
-              LEFT JOIN limits l ON l.name = r.name
-              WHERE ((l.name IS NULL OR l.max_active IS NOT NULL)
-                     AND NOT EXISTS (SELECT 1 FROM lock_slots s
-                                     WHERE s.name = r.name AND s.task_id IS NULL
-                                       AND s.slot < coalesce(l.max_active, 1)))
-                 OR (l.rate_per_s IS NOT NULL
-                     AND l.tat > v_now + make_interval(secs => (l.burst - 1) / l.rate_per_s)))
-        ORDER BY t.seq
-        LIMIT p_limit
-        FOR UPDATE OF t SKIP LOCKED
+    IF p_ids IS NOT NULL THEN
+        OPEN v_cur FOR """ + _CANDIDATES_V2.format(
+    which="t.id = ANY (p_ids) AND (p_kinds IS NULL OR t.kind = ANY (p_kinds))") + r""";
+    ELSIF cardinality(p_kinds) = 1 THEN
+        OPEN v_cur FOR """ + _CANDIDATES_V2.format(which="t.kind = p_kinds[1]") + r""";
+    ELSE
+        OPEN v_cur FOR """ + _CANDIDATES_V2.format(which="t.kind = ANY (p_kinds)") + r""";
+    END IF;
     LOOP
+        FETCH v_cur INTO v_task;
+        EXIT WHEN NOT FOUND;
         IF v_task.resources <> '{}' THEN
             v_ok := true;
             v_names := '{}';
@@ -327,8 +356,9 @@ BEGIN
             SET tat = greatest(l.tat, v_now) + make_interval(secs => 1.0 / l.rate_per_s)
             WHERE l.name = ANY (v_buckets);
         END IF;
-        v_seqs := v_seqs || v_task.seq;
+        v_ids := v_ids || v_task.id;
     END LOOP;
+    CLOSE v_cur;
     RETURN QUERY
     UPDATE tasks t SET
         status = CASE WHEN p_start THEN 'running' ELSE 'assigned' END,
@@ -337,7 +367,7 @@ BEGIN
         heartbeat_at = v_now,
         lease_token = replace(gen_random_uuid()::text, '-', ''),
         started_at = CASE WHEN p_start THEN v_now ELSE t.started_at END
-    WHERE t.seq = ANY (v_seqs)
+    WHERE t.id = ANY (v_ids)
     RETURNING t.*;
 END $$;
 """
@@ -346,7 +376,7 @@ MIGRATIONS: list[str] = [
     # 0 -> 1
     _MIGRATIONS_TABLE + _TABLES_V1 + _NOTIFY_V1 + _CLAIM_V1,
     # 1 -> 2
-    _TABLES_V2 + _CLAIM_V2,
+    _TABLES_V2 + _HELPERS_V2 + _CLAIM_V2,
 ]
 """``MIGRATIONS[i]`` brings a schema from version ``i`` to ``i + 1``. Never edit one
 that has been released: add a new one (and update ``FRESH``)."""
@@ -354,6 +384,6 @@ that has been released: add a new one (and update ``FRESH``)."""
 LATEST = len(MIGRATIONS)
 """The schema version this foreperson writes."""
 
-FRESH = (_MIGRATIONS_TABLE + _TABLES_V1 + _TABLES_V2 + _NOTIFY_V1
+FRESH = (_MIGRATIONS_TABLE + _TABLES_V1 + _TABLES_V2 + _NOTIFY_V1 + _HELPERS_V2
          + _CLAIM_V2.replace("CREATE OR REPLACE FUNCTION", "CREATE FUNCTION", 1))
 """The whole current schema for a new database (version ``LATEST``)."""

@@ -446,12 +446,12 @@ class PostgresStore:
             return []
         with self._cursor(transaction=True) as cur:
             with cur.connection.transaction(force_rollback=True):
-                cur.execute("SELECT seq FROM claim_tasks('', %(kinds)s, NULL, %(limit)s, "
+                cur.execute("SELECT id FROM claim_tasks('', %(kinds)s, NULL, %(limit)s, "
                             "false, %(now)s)",
                             {"kinds": kinds, "limit": limit, "now": self._now()})
-                seqs = [r[0] for r in cur.fetchall()]
-            cur.execute(f"SELECT {_COLUMNS} FROM tasks WHERE seq = ANY(%s) ORDER BY seq",
-                        (seqs,))
+                ids = [r[0] for r in cur.fetchall()]
+            cur.execute(f"SELECT {_COLUMNS} FROM tasks WHERE id = ANY(%s) ORDER BY seq",
+                        (ids,))
             return [_row_to_task(r) for r in cur.fetchall()]
 
     def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool = False) -> list[Task]:
@@ -891,6 +891,9 @@ class PostgresStore:
                                            connect_timeout=max(1, int(timeout_s)))
                     conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
                     self._listen_conn = conn
+                    if self._closed:          # closed while connecting
+                        conn.close()
+                        return False
                 while True:
                     left = deadline - time.monotonic()
                     if left <= 0:
@@ -900,6 +903,8 @@ class PostgresStore:
                                 or wanted & set(note.payload.split(","))):
                             return True
             except psycopg.Error as exc:
+                if self._closed:              # close() ended the wait
+                    return False
                 log.warning("listening for new tasks failed (%s); will reconnect", exc)
                 if self._listen_conn is not None:
                     self._listen_conn.close()
