@@ -85,3 +85,14 @@ def test_outbox_writes_each_ticket_once_and_cuts_a_torn_line(tmp_path):
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [line["id"] for line in lines] == ["1", "2"]
     assert lines[1]["category"] == "x"
+
+
+def test_a_second_writer_of_the_same_output_is_refused(tmp_path):
+    from foreperson.errors import ConfigurationError
+    first = Outbox(tmp_path / "out.jsonl")
+    try:
+        with pytest.raises(ConfigurationError, match="another foreperson job"):
+            Outbox(tmp_path / "out.jsonl")
+    finally:
+        first.close()
+    Outbox(tmp_path / "out.jsonl").close()     # free again once the first is closed

@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import anyio
 
@@ -123,6 +123,22 @@ def triage_ticket(task: Task) -> dict[str, Any]:
             "attempts": attempts}
 
 
+def _open_exclusive(path: str | Path, mode: str, busy: str) -> IO[Any]:
+    """Open ``path`` holding an exclusive lock for as long as it stays open; the lock
+    dies with the process, so a crashed holder never blocks the next run.
+
+    Raises:
+        ConfigurationError: another live process holds it (``busy`` is the message).
+    """
+    handle = open(path, mode)  # noqa: SIM115 - held for the job's life
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise ConfigurationError(busy) from None
+    return handle
+
+
 class Outbox:
     """The output file, written once per ticket.
 
@@ -141,13 +157,9 @@ class Outbox:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, "a+b")  # noqa: SIM115 - held for the job's life
-        try:
-            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._file.close()
-            raise ConfigurationError(f"{self.path} is being written by another foreperson "
-                                     "job; wait for it or choose another --out") from None
+        self._file = _open_exclusive(
+            self.path, "a+b", f"{self.path} is being written by another foreperson job; "
+            "wait for it or choose another --out")
         self.sent: set[str] = set()
         self._recover()
 
@@ -229,13 +241,8 @@ class _JobLock:
 
     def __init__(self, db: str) -> None:
         self.path = f"{db}.lock"
-        self._file = open(self.path, "a+")  # noqa: SIM115
-        try:
-            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._file.close()
-            raise ConfigurationError(f"another foreperson job is running on {db}; wait for "
-                                     "it to finish or use another --db") from None
+        self._file = _open_exclusive(self.path, "a+", f"another foreperson job is running on "
+                                     f"{db}; wait for it to finish or use another --db")
 
     def close(self) -> None:
         self._file.close()
