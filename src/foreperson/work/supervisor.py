@@ -636,12 +636,14 @@ class Supervisor:
                     inboxes[worker.name].put(task)
                 now = time.monotonic()
                 busy = self._inflight or handed or self._outcomes or self._started
-                if stats is None and now >= next_progress:
+                due = now >= next_progress
+                if stats is None and due:
                     stats = await anyio.to_thread.run_sync(sample, limiter=store_limiter)
                 if stats is not None:
-                    if progress is not None and now >= next_progress:
-                        progress(stats)
+                    if due:     # history is sampled every progress_every_s, callback or not
                         next_progress = now + progress_every_s
+                        if progress is not None:
+                            progress(stats)
                     if not busy and ((until_finished and stats.unfinished == 0)
                                      or self._stopping):
                         final = stats
