@@ -43,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (2 for a usage or input error)."""
     try:
         app = build_app()
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
+        if isinstance(code, int):       # typer.Exit(n) comes back as a return value
+            return code
     except ForepersonError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
