@@ -268,59 +268,71 @@ END $$;
 """
 
 _CANDIDATES_V2 = """
-        SELECT t.seq, t.id, task_resources(t.kind, t.locks, v_limited) AS resources
-        FROM tasks t
-        WHERE {which}
-          AND t.status IN ('pending', 'failed')
-          AND (t.not_before IS NULL OR t.not_before <= v_now)
-          AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks p ON p.id = d.dep_id
-                          WHERE d.task_id = t.id AND p.status <> 'completed')
-          AND NOT resources_busy(task_resources(t.kind, t.locks, v_limited), v_now)
-        ORDER BY t.seq
-        LIMIT p_limit
-        FOR UPDATE OF t SKIP LOCKED"""
+        SELECT coalesce(array_agg(c.id ORDER BY c.seq), '{{}}'),
+               coalesce(array_agg(c.gated ORDER BY c.seq), '{{}}')
+        INTO v_cand, v_gated
+        FROM (SELECT t.seq, t.id, (t.locks <> '{{}}' OR t.kind = ANY (v_limited)) AS gated
+              FROM tasks t
+              WHERE {which}
+                AND t.status IN ('pending', 'failed')
+                AND (t.not_before IS NULL OR t.not_before <= v_now)
+                AND (t.depends_on = '{{}}'
+                     OR NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks p ON p.id = d.dep_id
+                                    WHERE d.task_id = t.id AND p.status <> 'completed'))
+                AND ((t.locks = '{{}}' AND NOT t.kind = ANY (v_limited))
+                     OR NOT resources_busy(task_resources(t.kind, t.locks, v_limited), v_now))
+              ORDER BY t.seq
+              LIMIT p_limit
+              FOR UPDATE OF t SKIP LOCKED) AS c"""
 
 _CLAIM_V2 = r"""
 CREATE OR REPLACE FUNCTION claim_tasks(p_worker text, p_kinds text[], p_ids text[],
                                        p_limit integer, p_start boolean, p_now timestamptz)
 RETURNS SETOF tasks LANGUAGE plpgsql AS $$
 DECLARE
-    v_now     timestamptz := coalesce(p_now, statement_timestamp());
-    v_limited text[];
-    v_ids     text[] := '{}';
-    v_cur     refcursor;
-    v_task    record;
-    v_res     text;
-    v_lim     record;
-    v_slot    integer;
-    v_names   text[];
-    v_slots   integer[];
-    v_buckets text[];
-    v_ok      boolean;
+    v_now       timestamptz := coalesce(p_now, statement_timestamp());
+    v_limited   text[];
+    v_cand      text[];
+    v_gated     boolean[];
+    v_ids       text[] := '{}';
+    v_resources text[];
+    v_res       text;
+    v_lim       record;
+    v_slot      integer;
+    v_names     text[];
+    v_slots     integer[];
+    v_buckets   text[];
+    v_ok        boolean;
 BEGIN
     IF p_limit <= 0 THEN
         RETURN;
     END IF;
     SELECT coalesce(array_agg(substr(l.name, 6)), '{}') INTO v_limited
     FROM limits l WHERE l.name LIKE 'kind:%';
-    IF p_ids IS NOT NULL THEN
-        OPEN v_cur FOR """ + _CANDIDATES_V2.format(
+    -- Candidates in one statement, locked as they are found (SKIP LOCKED: never wait
+    -- for, nor take, a row another claimer holds).
+    IF p_ids IS NOT NULL THEN""" + _CANDIDATES_V2.format(
     which="t.id = ANY (p_ids) AND (p_kinds IS NULL OR t.kind = ANY (p_kinds))") + r""";
-    ELSIF cardinality(p_kinds) = 1 THEN
-        OPEN v_cur FOR """ + _CANDIDATES_V2.format(which="t.kind = p_kinds[1]") + r""";
-    ELSE
-        OPEN v_cur FOR """ + _CANDIDATES_V2.format(which="t.kind = ANY (p_kinds)") + r""";
+    ELSIF cardinality(p_kinds) = 1 THEN""" + _CANDIDATES_V2.format(
+    which="t.kind = p_kinds[1]") + r""";
+    ELSE""" + _CANDIDATES_V2.format(which="t.kind = ANY (p_kinds)") + r""";
     END IF;
-    LOOP
-        FETCH v_cur INTO v_task;
-        EXIT WHEN NOT FOUND;
-        IF v_task.resources <> '{}' THEN
+    IF NOT true = ANY (v_gated) THEN
+        v_ids := v_cand;            -- no candidate needs a slot or a token
+    ELSE
+        FOR i IN 1 .. cardinality(v_cand) LOOP
+            IF NOT v_gated[i] THEN
+                v_ids := v_ids || v_cand[i];
+                CONTINUE;
+            END IF;
+            SELECT task_resources(t.kind, t.locks, v_limited) INTO v_resources
+            FROM tasks t WHERE t.id = v_cand[i];
             v_ok := true;
             v_names := '{}';
             v_slots := '{}';
             v_buckets := '{}';
             FOREACH v_res IN ARRAY (SELECT array_agg(DISTINCT x ORDER BY x)
-                                    FROM unnest(v_task.resources) x) LOOP
+                                    FROM unnest(v_resources) x) LOOP
                 SELECT l.max_active, l.rate_per_s, true AS found INTO v_lim
                 FROM limits l WHERE l.name = v_res;
                 IF v_lim.found IS NULL OR v_lim.max_active IS NOT NULL THEN
@@ -349,16 +361,18 @@ BEGIN
                 END IF;
             END LOOP;
             CONTINUE WHEN NOT v_ok;
-            UPDATE lock_slots s SET task_id = v_task.id
+            UPDATE lock_slots s SET task_id = v_cand[i]
             FROM unnest(v_names, v_slots) AS u(name, slot)
             WHERE s.name = u.name AND s.slot = u.slot;
             UPDATE limits l
             SET tat = greatest(l.tat, v_now) + make_interval(secs => 1.0 / l.rate_per_s)
             WHERE l.name = ANY (v_buckets);
-        END IF;
-        v_ids := v_ids || v_task.id;
-    END LOOP;
-    CLOSE v_cur;
+            v_ids := v_ids || v_cand[i];
+        END LOOP;
+    END IF;
+    IF cardinality(v_ids) = 0 THEN
+        RETURN;
+    END IF;
     RETURN QUERY
     UPDATE tasks t SET
         status = CASE WHEN p_start THEN 'running' ELSE 'assigned' END,
