@@ -1,0 +1,60 @@
+"""The ticket job spread over processes: `foreperson tickets --dsn --workers 0` supervises
+while `foreperson worker foreperson.tickets.job` processes do the work (issue: scale out)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+pytestmark = pytest.mark.postgres
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "foreperson.cli.main", *args]
+
+
+@pytest.mark.timeout(240)
+def test_remote_workers_do_the_ticket_job_exactly_once(tmp_path, pg_dsn, pg_schema):
+    ids = [f"R{i:04d}" for i in range(200)]
+    with (tmp_path / "in.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", "subject", "body"])
+        for i, ticket_id in enumerate(ids):
+            writer.writerow([ticket_id, "Refund" if i % 2 else "Crash",
+                             "I was charged twice" if i % 2 else "The app crashes\non start"])
+    env = dict(os.environ, FOREPERSON_PG_SCHEMA=pg_schema)
+    logs = [tmp_path / f"worker{n}.log" for n in range(2)]
+    handles = [log.open("w") for log in logs]
+    workers = [subprocess.Popen(cli("worker", "foreperson.tickets.job", "--dsn", pg_dsn,
+                                    "--concurrency", "4", "--name", f"remote-{n}"),
+                                env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                stderr=handle) for n, handle in enumerate(handles)]
+    try:
+        job = subprocess.run(cli("tickets", "in.csv", "--dsn", pg_dsn, "--workers", "0",
+                                 "--out", "o.jsonl", "--no-progress"),
+                             env=env, cwd=tmp_path, capture_output=True, text=True,
+                             timeout=180)
+        assert job.returncode == 0, job.stderr
+        status = json.loads(subprocess.run(cli("status", "--dsn", pg_dsn, "--json"), env=env,
+                                           capture_output=True, text=True, timeout=60).stdout)
+    finally:
+        for proc in workers:
+            proc.send_signal(signal.SIGTERM)
+        codes = [proc.wait(timeout=60) for proc in workers]
+    for handle in handles:
+        handle.close()
+    assert codes == [0, 0], [log.read_text()[-2000:] for log in logs]
+    results = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    counts = Counter(r["id"] for r in results)
+    assert sorted(counts) == ids and set(counts.values()) == {1}
+    assert status["counts"]["completed"] == 600
+    assert {"remote-0", "remote-1"} <= set(status["workers_last_seen"])
+    by_category = Counter(r["category"] for r in results)
+    assert by_category["billing"] >= 90 and by_category["technical"] >= 90
