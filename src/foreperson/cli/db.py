@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Optional
 
 import typer
@@ -38,16 +39,16 @@ def migrate(
 ) -> None:
     """Create the schema, or apply the numbered migrations it lacks. Safe to run while
     workers are starting (an advisory lock serialises concurrent migrations)."""
-    store = _store(dsn, schema, migrate=False)
-    try:
-        before = store.schema_version
-        after = store.migrate(to)
-    finally:
-        store.close()
+    if not dsn:
+        raise ConfigurationError("foreperson db migrate needs --dsn (a PostgreSQL DSN)")
+    from ..work.stores.postgres import DEFAULT_SCHEMA, migrate_schema
+
+    before, after = migrate_schema(dsn, schema=schema, target=to)
+    name = schema or os.environ.get("FOREPERSON_PG_SCHEMA") or DEFAULT_SCHEMA
     if after == before:
-        typer.echo(f"schema {store.schema} is at version {after}: nothing to do")
+        typer.echo(f"schema {name} is at version {after}: nothing to do")
     else:
-        typer.echo(f"schema {store.schema}: version {before} -> {after}")
+        typer.echo(f"schema {name}: version {before} -> {after}")
 
 
 @db_app.command()

@@ -62,7 +62,7 @@ from ._pg_schema import FRESH, LATEST, MIGRATIONS
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg
 
-__all__ = ["DEFAULT_SCHEMA", "PostgresStore", "ResourceLimit"]
+__all__ = ["DEFAULT_SCHEMA", "PostgresStore", "ResourceLimit", "migrate_schema"]
 
 log = logging.getLogger("foreperson.store.postgres")
 
@@ -109,6 +109,71 @@ def _row_to_task(row: Sequence[Any]) -> Task:
         finished_at=_utc(finished_at), not_before=_utc(not_before), estimate_s=estimate_s,
         errors=list(errors), lease_token=lease_token,
     )
+
+
+def migrate_schema(dsn: str, *, schema: str | None = None,
+                   target: int | None = None) -> tuple[int, int]:
+    """Create foreperson's schema, or apply the numbered migrations it lacks
+    (``foreperson db migrate``).
+
+    Safe to run from many processes at once: a transaction-scoped advisory lock
+    serialises them and the later ones find nothing to do. A new schema gets the whole
+    current schema in one step (``FRESH``); an existing one gets each missing migration,
+    recorded in ``schema_migrations``. A test keeps both paths equal.
+
+    Args:
+        dsn: a libpq connection string or URL.
+        schema: the PostgreSQL schema (default ``FOREPERSON_PG_SCHEMA`` or
+            ``"foreperson"``).
+        target: version to reach (tests stop at an older one); None = the latest.
+
+    Returns:
+        ``(version before, version after)``.
+
+    Raises:
+        MissingDependency: psycopg is not installed.
+        StoreError: the schema is newer than ``target``, or the database failed.
+    """
+    import os
+
+    psycopg = _psycopg()
+    schema = schema or os.environ.get("FOREPERSON_PG_SCHEMA") or DEFAULT_SCHEMA
+    try:
+        with psycopg.connect(dsn, autocommit=True, application_name="foreperson") as conn:
+            conn.execute("SELECT set_config('search_path', quote_ident(%s), false)", (schema,))
+            with conn.transaction(), conn.cursor() as cur:
+                return _apply_migrations(cur, schema, target)
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot migrate schema {schema}: {exc}") from exc
+
+
+def _apply_migrations(cur: Any, schema: str, target: int | None) -> tuple[int, int]:
+    from psycopg import sql
+
+    target = LATEST if target is None else target
+    if not 0 <= target <= LATEST:
+        raise StoreError(f"no schema version {target}: this foreperson knows 0..{LATEST}")
+    cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"foreperson.migrate:{schema}",))
+    cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+    cur.execute("SELECT to_regclass(format('%%I.schema_migrations', %s::text))", (schema,))
+    version = 0
+    if cur.fetchone()[0] is not None:
+        cur.execute("SELECT coalesce(max(version), 0) FROM schema_migrations")
+        version = int(cur.fetchone()[0])
+    if version > target:
+        raise StoreError(f"schema {schema!r} is at version {version}, past {target}"
+                         + (": upgrade foreperson" if target == LATEST else ""))
+    if version == 0 and target == LATEST:
+        cur.execute(FRESH)
+        for number in range(1, LATEST + 1):
+            cur.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (number,))
+        log.info("installed schema %s at version %d", schema, LATEST)
+        return 0, LATEST
+    for number in range(version, target):
+        cur.execute(MIGRATIONS[number])
+        cur.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (number + 1,))
+        log.info("migrated schema %s to version %d", schema, number + 1)
+    return version, target
 
 
 class ResourceLimit:
@@ -315,54 +380,17 @@ class PostgresStore:
             return int(cur.fetchone()[0])  # type: ignore[index]
 
     def migrate(self, target: int | None = None) -> int:
-        """Bring the schema to version ``target`` (default: the latest).
-
-        Safe to run from many processes at once: a transaction-scoped advisory lock
-        serialises them, and the later ones find nothing to do. A new schema gets the
-        whole current schema in one step; an existing one gets the numbered migrations it
-        lacks, each recorded in ``schema_migrations``.
-
-        Args:
-            target: version to reach (tests stop at an older one); None = latest.
+        """Bring this store's schema to version ``target`` (default: the latest); see
+        :func:`migrate_schema`.
 
         Returns:
             the version reached.
 
         Raises:
-            StoreError: the schema is newer than ``target`` allows, or the database failed.
+            StoreError: the schema is past ``target``, or the database failed.
         """
-        from psycopg import sql
-
-        target = LATEST if target is None else target
-        if not 0 <= target <= LATEST:
-            raise StoreError(f"no schema version {target}: this foreperson knows 0..{LATEST}")
         with self._cursor(transaction=True) as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
-                        (f"foreperson.migrate:{self.schema}",))
-            cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                sql.Identifier(self.schema)))
-            cur.execute("SELECT to_regclass(format('%%I.schema_migrations', %s::text))",
-                        (self.schema,))
-            exists = cur.fetchone()[0] is not None  # type: ignore[index]
-            version = 0
-            if exists:
-                cur.execute("SELECT coalesce(max(version), 0) FROM schema_migrations")
-                version = int(cur.fetchone()[0])  # type: ignore[index]
-            if version > target:
-                raise StoreError(f"schema {self.schema!r} is at version {version}, "
-                                 f"past the requested {target}")
-            if version == 0 and target == LATEST:
-                cur.execute(FRESH)
-                for number in range(1, LATEST + 1):
-                    cur.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (number,))
-                log.info("installed schema %s at version %d", self.schema, LATEST)
-                return LATEST
-            for number in range(version, target):
-                cur.execute(MIGRATIONS[number])
-                cur.execute("INSERT INTO schema_migrations (version) VALUES (%s)",
-                            (number + 1,))
-                log.info("migrated schema %s to version %d", self.schema, number + 1)
-            return target
+            return _apply_migrations(cur, self.schema, target)[1]
 
     # -- contract --------------------------------------------------------------
     def add(self, tasks: Sequence[Task]) -> list[str]:
