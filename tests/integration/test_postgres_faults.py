@@ -1,0 +1,167 @@
+"""Workers on PostgreSQL under real faults: ``foreperson worker`` subprocesses killed with
+SIGKILL, frozen with SIGSTOP past their lease, cut off from the database, and a task
+that kills whoever runs it.
+
+What users rely on, checked on the database and on the tasks' own log:
+no task is lost, none is completed twice (a trigger records every transition to
+COMPLETED), each side effect happens at most once, and exactly once unless the process
+that claimed it was killed between claiming and doing it.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import signal
+
+import pytest
+from _pg_procs import Cluster, Db, wait_until
+
+from foreperson.work import Task
+from foreperson.work.stores.postgres import PostgresStore
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def cluster(pg_dsn, pg_schema, tmp_path):
+    store = PostgresStore(pg_dsn, schema=pg_schema, pool_size=2)
+    store.close()
+    db = Db(pg_dsn, pg_schema)
+    db.record_completions()
+    group = Cluster(pg_dsn, pg_schema, tmp_path)
+    yield group, db
+    group.stop_all()
+    for worker in group.workers:
+        worker.kill()
+    db.close()
+
+
+def add(dsn: str, schema: str, tasks: list[Task]) -> None:
+    with PostgresStore(dsn, schema=schema, pool_size=2) as store:
+        store.add(tasks)
+
+
+def check_effects(group: Cluster, db: Db, ids: list[str]) -> int:
+    """Each task's side effect was done at most once, and exactly once unless the
+    process that claimed it was SIGKILLed before it could do it. Returns how many were
+    lost that way."""
+    lines = group.lines()
+    done = collections.Counter(w[1] for w in lines if w[0] == "effect")
+    assert max(done.values(), default=0) <= 1, [t for t, n in done.items() if n > 1]
+    pid_of_token = {w[2]: int(w[3]) for w in lines if w[0] == "start"}
+    claimed = dict(db.rows("SELECT task_id, lease_token FROM effects"))
+    lost = 0
+    for task_id in ids:
+        if done[task_id] == 1:
+            continue
+        assert task_id in claimed, f"{task_id}: side effect never claimed"
+        assert pid_of_token.get(claimed[task_id]) in group.killed, (
+            f"{task_id}: side effect claimed by a live worker but never done")
+        lost += 1
+    return lost
+
+
+@pytest.mark.timeout(150)
+def test_sigkill_rounds_lose_nothing_and_complete_nothing_twice(cluster, pg_dsn, pg_schema):
+    group, db = cluster
+    rng = random.Random(7)
+    ids = [f"t{i:04d}" for i in range(2000)]
+    add(pg_dsn, pg_schema,
+        [Task("work", {"ms": rng.randint(5, 30)}, id=i, max_attempts=20) for i in ids])
+    live = [group.start(concurrency=4) for _ in range(3)]
+    for fraction, victims in ((0.15, 1), (0.4, 2), (0.65, 1)):
+        wait_until(lambda f=fraction: db.completed() >= f * len(ids), timeout=60,
+                   what=f"{fraction:.0%} of the tasks to complete")
+        for _ in range(victims):
+            victim = live.pop(rng.randrange(len(live)))
+            wait_until(lambda v=victim: db.value(
+                "SELECT count(*) FROM tasks WHERE assigned_to = %s "
+                "AND status IN ('assigned', 'running')", (v.name,)),
+                timeout=10, what="the victim to hold tasks")
+            group.kill(victim)
+            live.append(group.start(concurrency=4))
+    wait_until(lambda: db.completed() == len(ids), timeout=90, what="every task to complete")
+
+    assert db.counts() == {"completed": len(ids)}
+    assert db.completions() == collections.Counter(ids)        # 0 lost, 0 completed twice
+    reclaimed = db.value("SELECT count(*) FROM tasks WHERE error IS NULL AND "
+                         "errors::text LIKE '%%stopped heartbeating%%'")
+    assert reclaimed > 0                  # the kills did hit tasks in flight
+    lost = check_effects(group, db, ids)
+    assert lost <= 4 * 4                  # at most the claims in flight at a kill
+    assert all(w.proc.poll() is None for w in live)
+
+
+@pytest.mark.timeout(60)
+def test_stopped_worker_past_its_lease_has_every_write_refused(cluster, pg_dsn, pg_schema):
+    group, db = cluster
+    add(pg_dsn, pg_schema, [Task("slow", {"s": 2.5}, id="slow-1")])
+    a = group.start(kinds="slow", concurrency=1, stale_after=1.0)
+    wait_until(lambda: db.value("SELECT assigned_to FROM tasks WHERE id = 'slow-1' "
+                                "AND status = 'running'") == a.name,
+               timeout=15, what="worker A to run the task")
+    a.kill(signal.SIGSTOP)                                   # frozen, lease running out
+    b = group.start(kinds="slow", concurrency=1, stale_after=1.0)
+    wait_until(lambda: db.value("SELECT status FROM tasks WHERE id = 'slow-1'") == "completed",
+               timeout=30, what="worker B to finish the reclaimed task")
+    a.kill(signal.SIGCONT)
+    wait_until(lambda: "result discarded, lease lost" in a.stderr(), timeout=15,
+               what="worker A to try to complete and be refused")
+
+    row = db.rows("SELECT result, attempts, assigned_to FROM tasks WHERE id = 'slow-1'")[0]
+    assert row == ({"by": b.pid}, 2, b.name)
+    assert db.completions() == {"slow-1": 1}
+    effects = [w for w in group.lines() if w[0] == "effect"]
+    assert [int(w[3]) for w in effects] == [b.pid]          # A's once() was refused too
+    assert "lease lost" in a.stderr()                        # its heartbeat was refused
+    assert a.proc.poll() is None and b.proc.poll() is None
+
+
+@pytest.mark.timeout(120)
+def test_workers_reconnect_after_the_database_goes_away(cluster, pg_dsn, pg_schema):
+    group, db = cluster
+    rng = random.Random(11)
+    ids = [f"r{i:03d}" for i in range(600)]
+    add(pg_dsn, pg_schema,
+        [Task("work", {"ms": rng.randint(10, 25)}, id=i, max_attempts=20) for i in ids])
+    workers = [group.start(concurrency=4, stale_after=6.0) for _ in range(2)]
+    wait_until(lambda: db.completed() >= 150, timeout=60, what="a quarter of the tasks")
+    how = db.outage(2.0)
+    wait_until(lambda: db.completed() == len(ids), timeout=90,
+               what=f"every task to complete after the outage ({how})")
+
+    assert db.counts() == {"completed": len(ids)}
+    assert db.completions() == collections.Counter(ids)
+    assert check_effects(group, db, ids) == 0               # nobody was killed
+    assert all(w.proc.poll() is None for w in workers), "a worker died in the outage"
+    assert any("store unavailable" in w.stderr() or "heartbeat failed" in w.stderr()
+               for w in workers)                            # they did see it
+
+
+@pytest.mark.timeout(90)
+def test_poison_task_ends_dead_after_max_attempts_and_blocks_nothing(cluster, pg_dsn,
+                                                                     pg_schema):
+    group, db = cluster
+    ids = [f"p{i:03d}" for i in range(150)]
+    add(pg_dsn, pg_schema, [Task("poison", id="poison", max_attempts=2)]
+        + [Task("work", {"ms": 20}, id=i, max_attempts=20) for i in ids])
+    live = [group.start(concurrency=2, stale_after=1.0) for _ in range(2)]
+
+    def finished() -> bool:
+        for i, worker in enumerate(live):          # a crashed worker is restarted
+            if worker.proc.poll() is not None:
+                group.killed.add(worker.pid)
+                live[i] = group.start(concurrency=2, stale_after=1.0)
+        return db.value("SELECT count(*) FROM tasks WHERE status IN ('completed', 'dead')") \
+            == len(ids) + 1
+
+    wait_until(finished, timeout=60, what="the poison task to die and the rest to finish")
+    status, attempts, errors = db.rows(
+        "SELECT status, attempts, errors FROM tasks WHERE id = 'poison'")[0]
+    assert (status, attempts) == ("dead", 2)                 # attempts counted at claim
+    assert all("stopped heartbeating" in e["error"] for e in errors) and len(errors) == 2
+    assert db.completed() == len(ids)
+    assert db.completions() == collections.Counter(ids)
+    starts = collections.Counter(w[1] for w in group.lines() if w[0] == "start")
+    assert starts["poison"] == 2
