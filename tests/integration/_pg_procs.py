@@ -107,6 +107,9 @@ class Cluster:
         self.killed.add(worker.pid)
 
     def stop_all(self) -> None:
+        for worker in self.workers:       # all at once, then wait for each
+            if worker.proc.poll() is None:
+                worker.kill(signal.SIGTERM)
         for worker in self.workers:
             worker.stop()
 

@@ -200,7 +200,7 @@ async def serve(supervisor: Supervisor, *, grace_s: float = 30.0,
         run_scope.cancel()
         # A blocking task function cannot be interrupted; its lease is already given
         # back (any late write is refused), so do not wait for it.
-        await anyio.sleep(2.0)
+        await anyio.sleep(1.0)
         log.warning("abandoning blocking task function(s) still running")
         logging.shutdown()
         os._exit(0)
