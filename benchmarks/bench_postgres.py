@@ -4,9 +4,9 @@ Usage: python benchmarks/bench_postgres.py N SLEEP_MS WORKERS [batch] [--prefetc
 
 Enqueues N tasks one by one (``store.add([task])``, one transaction each; or one
 ``add`` of all N with ``batch``), then drains them with one worker process's runtime:
-``Supervisor(store, pull=True)`` with one worker of ``concurrency=WORKERS`` (what
-``foreperson worker APP --concurrency WORKERS`` runs), each task sleeping SLEEP_MS
-(async). Durable defaults: ``synchronous_commit`` is whatever the server says (on).
+the supervisor ``foreperson worker APP --concurrency WORKERS`` runs
+(``process_supervisor``: pull mode, prefetch half the concurrency), each task sleeping
+SLEEP_MS (async). Durable defaults: ``synchronous_commit`` is whatever the server says (on).
 
 Prints one JSON line with the peers' fields: peer, n, sleep_ms, workers,
 enqueue_per_s, process_s, process_per_s, ideal_s, completed, ok (plus db, prefetch).
@@ -25,7 +25,8 @@ import time
 
 import anyio
 
-from foreperson.work import Supervisor, Task, Worker
+from foreperson.cli.worker import process_supervisor
+from foreperson.work import Task, Worker
 from foreperson.work.stores.postgres import PostgresStore
 
 
@@ -36,7 +37,7 @@ def main() -> None:
     parser.add_argument("workers", type=int)
     parser.add_argument("mode", nargs="?", default="one-by-one", choices=["one-by-one", "batch"])
     parser.add_argument("--prefetch", type=int, default=None,
-                        help="tasks held beyond concurrency (default: the worker's default)")
+                        help="tasks held beyond concurrency (default: foreperson worker's)")
     args = parser.parse_args()
     db = os.environ.get("PGDB", "bench")
     dsn = os.environ.get("PEER_PG", "postgresql://postgres@127.0.0.1:5432") + "/" + db
@@ -64,10 +65,9 @@ def main() -> None:
             store.add([task])
     t_enq = time.perf_counter() - t0
 
-    kwargs = {} if args.prefetch is None else {"prefetch": args.prefetch}
-    supervisor = Supervisor(store, pull=True, stale_after=30, **kwargs)
-    supervisor.register(Worker(f"bench:{os.getpid()}", {"work"}, fn=work,
-                               concurrency=args.workers))
+    supervisor = process_supervisor(
+        store, Worker(f"bench:{os.getpid()}", {"work"}, fn=work, concurrency=args.workers),
+        stale_after_s=30, prefetch=args.prefetch)
     t1 = time.perf_counter()
     report = supervisor.run_sync()
     t_proc = time.perf_counter() - t1

@@ -7,10 +7,12 @@ database (``--dsn``); each claims only the kinds it can do, only into its free s
     foreperson worker mypackage.jobs:app --dsn ... --kinds classify_ticket,draft_reply
 
 How work is placed: there is no central dispatcher. Each worker process claims ready
-tasks (``FOR UPDATE SKIP LOCKED``) only when it has a free slot (``--concurrency`` plus
-``--prefetch`` held ahead), so a process that is busy claims nothing and an idle one
-takes the next task: load goes to the least-loaded processes by construction, and a
-process that can do only some kinds (``--kinds``) is never handed the others.
+tasks (``FOR UPDATE SKIP LOCKED``) only into its free slots (``--concurrency``, plus a
+look-ahead of ``--prefetch`` tasks so a finishing slot starts the next one at once), so
+a busy process claims nothing and an idle one takes the next task: load goes to the
+least-loaded processes by construction, and a process that can do only some kinds
+(``--kinds``) is never handed the others. A prefetched task stuck more than 2 s behind
+a long one is given back for another process.
 
 Every process also sweeps: a task whose worker stopped heartbeating for
 ``--stale-after`` seconds (judged by the database's clock) goes back to PENDING, or DEAD
@@ -137,6 +139,33 @@ def _open(db: str | None, dsn: str | None, schema: str | None) -> Any:
     raise ConfigurationError("say where the tasks are: --dsn DSN (PostgreSQL) or --db PATH")
 
 
+def process_supervisor(store: Any, worker: Worker, *, stale_after_s: float = 90.0,
+                       prefetch: int | None = None) -> Supervisor:
+    """The supervisor one worker process runs around its worker.
+
+    Pull mode: the process claims for itself, only kinds ``worker`` can do, only into
+    its free slots plus a look-ahead of ``prefetch`` tasks, so a finishing slot starts
+    the next task at once instead of waiting for a round trip to the database (a
+    prefetched task stuck more than 2 s behind a long one is given back for another
+    process). All free slots are filled in one transaction.
+
+    Args:
+        store: the shared store.
+        worker: the process's worker (``concurrency`` slots).
+        stale_after_s: seconds without a heartbeat before a task is reclaimed.
+        prefetch: look-ahead; default half the concurrency (at least 1).
+
+    Returns:
+        the supervisor, with ``worker`` registered.
+    """
+    prefetch = max(1, worker.concurrency // 2) if prefetch is None else prefetch
+    supervisor = Supervisor(store, pull=True, stale_after=stale_after_s, prefetch=prefetch,
+                            kinds=worker.can_do)
+    supervisor.claim_batch = worker.concurrency + prefetch
+    supervisor.register(worker)
+    return supervisor
+
+
 async def serve(supervisor: Supervisor, *, grace_s: float = 30.0,
                 idle_wait_s: float = 1.0, signals: bool = True) -> bool:
     """Run ``supervisor`` as a worker process until SIGTERM / SIGINT.
@@ -232,8 +261,9 @@ def worker(
     kinds: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="Comma-separated kinds to take (default: every kind the app has).")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Tasks run at once.")] = 1,
-    prefetch: Annotated[int, typer.Option(
-        min=0, help="Tasks claimed ahead of a free slot, so the next starts at once.")] = 1,
+    prefetch: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        min=0, help="Tasks claimed ahead of free slots, so the next starts at once "
+                    "(default: half the concurrency).")] = None,
     grace: Annotated[float, typer.Option(
         min=0, help="Seconds in-flight tasks may take to finish after SIGTERM/SIGINT.")] = 30.0,
     stale_after: Annotated[float, typer.Option(
@@ -254,9 +284,8 @@ def worker(
                                concurrency=concurrency)
     store = _open(db, dsn, schema)
     try:
-        supervisor = Supervisor(store, pull=True, stale_after=stale_after, prefetch=prefetch,
-                                kinds=process_worker.can_do)
-        supervisor.register(process_worker)
+        supervisor = process_supervisor(store, process_worker, stale_after_s=stale_after,
+                                        prefetch=prefetch)
         log.info("worker %s: kinds %s, concurrency %d, stale_after %g s",
                  process_worker.name, sorted(process_worker.can_do), concurrency, stale_after)
         drained = anyio.run(lambda: serve(supervisor, grace_s=grace,

@@ -398,7 +398,9 @@ class PostgresStore:
         stored are skipped (``ON CONFLICT DO NOTHING``), so concurrent adds of the same
         deterministic ids from several machines are harmless."""
         tasks = list(tasks)
-        with self._cursor(transaction=True) as cur:
+        # One statement (its own transaction outside a batch). The existence check of
+        # outside dependencies may run first on its own: tasks are never deleted.
+        with self._cursor(transaction=False) as cur:
             def exists(ids: list[str]) -> set[str]:
                 cur.execute("SELECT id FROM tasks WHERE id = ANY(%s)", (ids,))
                 return {r[0] for r in cur.fetchall()}
