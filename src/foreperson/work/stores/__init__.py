@@ -1,6 +1,20 @@
-"""Task stores: in-memory, SQLite (the embedded default) and PostgreSQL."""
+"""Task stores: in-memory, SQLite (the embedded default) and PostgreSQL.
+
+``PostgresStore`` is resolved on first use (``from foreperson.work.stores import
+PostgresStore``), so importing foreperson never imports psycopg; it needs
+``pip install 'foreperson[postgres]'``.
+"""
+
+from typing import Any
 
 from .memory import MemoryStore
 from .sqlite import SqliteStore
 
 __all__ = ["MemoryStore", "SqliteStore"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresStore":
+        from .postgres import PostgresStore
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
