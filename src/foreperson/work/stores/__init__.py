@@ -5,7 +5,7 @@ PostgresStore``), so importing foreperson never imports psycopg; it needs
 ``pip install 'foreperson[postgres]'``.
 """
 
-from typing import Any
+from typing import Any as _Any
 
 from .memory import MemoryStore
 from .sqlite import SqliteStore
@@ -13,7 +13,7 @@ from .sqlite import SqliteStore
 __all__ = ["MemoryStore", "SqliteStore"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     if name == "PostgresStore":
         from .postgres import PostgresStore
         return PostgresStore
