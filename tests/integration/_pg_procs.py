@@ -56,9 +56,9 @@ class WorkerProc:
         if self.proc.poll() is None:
             os.kill(self.proc.pid, sig)
 
-    def stop(self, timeout: float = 20.0) -> int:
-        """SIGTERM and wait; SIGKILL if it does not exit."""
-        if self.proc.poll() is None:
+    def stop(self, timeout: float = 20.0, *, signal_first: bool = True) -> int:
+        """SIGTERM (unless already sent) and wait; SIGKILL if it does not exit."""
+        if signal_first and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGTERM)
         try:
             return self.proc.wait(timeout)
@@ -111,7 +111,7 @@ class Cluster:
             if worker.proc.poll() is None:
                 worker.kill(signal.SIGTERM)
         for worker in self.workers:
-            worker.stop()
+            worker.stop(signal_first=False)
 
     def lines(self) -> list[list[str]]:
         if not self.log.exists():

@@ -638,7 +638,11 @@ class Supervisor:
                 busy = self._inflight or handed or self._outcomes or self._started
                 due = now >= next_progress
                 if stats is None and due:
-                    stats = await anyio.to_thread.run_sync(sample, limiter=store_limiter)
+                    try:
+                        stats = await anyio.to_thread.run_sync(sample, limiter=store_limiter)
+                    except StoreError as exc:   # the turn itself is settled: just wait
+                        await self._store_unavailable(exc, [], [])
+                        continue
                 if stats is not None:
                     if due:     # history is sampled every progress_every_s, callback or not
                         next_progress = now + progress_every_s
