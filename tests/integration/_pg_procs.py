@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 HERE = Path(__file__).resolve().parent
 
@@ -163,20 +163,24 @@ class Db:
         return collections.Counter(r[0] for r in self.rows("SELECT task_id FROM completions"))
 
     def outage(self, seconds: float) -> str:
-        """Take the database away from every client for ``seconds``.
+        """Take the database away from every client for ``seconds``; returns how.
 
-        With ``FOREPERSON_TEST_PG_RESTART=1`` the PostgreSQL server is really restarted
-        (``pg_ctlcluster``; it disturbs every other user of the server). Otherwise the
-        test database refuses new connections for ``seconds`` and every existing
-        connection to it is terminated, which is what a restart looks like to clients.
+        A real restart of the PostgreSQL server (``pg_ctlcluster ... restart``) when
+        ``FOREPERSON_TEST_PG_RESTART=1``, or by default when it is safe: the cluster is
+        local, ``pg_ctlcluster`` is there, and no other database has clients (a restart
+        would break their work). Otherwise (or with ``FOREPERSON_TEST_PG_RESTART=0``) the
+        test database alone refuses new connections for ``seconds`` and every connection
+        to it is terminated, which is what a restart looks like to its clients.
         """
-        if os.environ.get("FOREPERSON_TEST_PG_RESTART") == "1":
+        mode = os.environ.get("FOREPERSON_TEST_PG_RESTART", "auto")
+        if mode == "1" or (mode == "auto" and self._restart_is_safe()):
             version = sorted(os.listdir("/etc/postgresql"))[-1]
             self.conn.close()
+            began = time.monotonic()
             subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main",
-                            "restart"], check=True, timeout=120)
+                            "restart"], check=True, timeout=120, capture_output=True)
             wait_until(self._reconnect, timeout=60, what="PostgreSQL to come back")
-            return "restart"
+            return f"server restarted in {time.monotonic() - began:.1f} s"
         db = str(self.value("SELECT current_database()"))
         ident = sql.Identifier(db)
         # ALTER DATABASE cannot name the database it runs in: use the maintenance one.
@@ -190,7 +194,19 @@ class Db:
             finally:
                 admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(ident))
         wait_until(self._reconnect, timeout=30, what="the test database to accept us again")
-        return "terminated connections"
+        return f"connections terminated, refused for {seconds:g} s"
+
+    def _restart_is_safe(self) -> bool:
+        import shutil
+
+        host = str(conninfo_to_dict(self.dsn).get("host", "localhost"))
+        if host not in ("localhost", "127.0.0.1", "::1") and not host.startswith("/"):
+            return False
+        if not shutil.which("pg_ctlcluster") or not os.path.isdir("/etc/postgresql"):
+            return False
+        others = self.value("SELECT count(*) FROM pg_stat_activity WHERE backend_type = "
+                            "'client backend' AND datname IS DISTINCT FROM current_database()")
+        return others == 0
 
     def _reconnect(self) -> bool:
         self.conn.close()

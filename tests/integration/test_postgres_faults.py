@@ -128,6 +128,7 @@ def test_workers_reconnect_after_the_database_goes_away(cluster, pg_dsn, pg_sche
     workers = [group.start(concurrency=4, stale_after=6.0) for _ in range(2)]
     wait_until(lambda: db.completed() >= 150, timeout=60, what="a quarter of the tasks")
     how = db.outage(2.0)
+    print(f"outage: {how}")
     wait_until(lambda: db.completed() == len(ids), timeout=90,
                what=f"every task to complete after the outage ({how})")
 
