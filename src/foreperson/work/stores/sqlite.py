@@ -87,6 +87,8 @@ _READY = """
                     WHERE l.task_id = t.id)
 """
 
+_READY_AT_2 = _READY.replace(":now", "?2")   # the same test, with the time as parameter 2
+
 _FIRST_DEAD_DEP = """(SELECT d.dep_id FROM task_deps d JOIN tasks p ON p.id = d.dep_id
                       WHERE d.task_id = tasks.id AND p.status = 'dead' LIMIT 1)"""
 
@@ -326,13 +328,36 @@ class SqliteStore:
         if not pairs:
             return []
         with self._tx() as db:
-            now = self.clock.now()
-            out = []
-            for task_id, worker in pairs:
-                task = self._take(db, task_id, worker, now, start)
-                if task is not None:
-                    out.append(task)
-            return out
+            return self._take_many(db, pairs, self.clock.now(), start)
+
+    def _take_many(self, db: sqlite3.Connection, pairs: Sequence[tuple[str, str]],
+                   now: float, start: bool) -> list[Task]:
+        """Claim many tasks: those without locks in one statement, the rest one by one
+        (a lock must be held before the next task that shares it is checked)."""
+        taken: dict[str, Task] = {}
+        for i in range(0, len(pairs), 300):
+            chunk = pairs[i:i + 300]
+            values = ",".join(f"(?{3 * k + 3}, ?{3 * k + 4}, ?{3 * k + 5})"
+                              for k in range(len(chunk)))
+            params: list[Any] = ["running" if start else "assigned", now]
+            for task_id, worker in chunk:
+                params += [task_id, worker, uuid.uuid4().hex]
+            for row in db.execute(
+                    f"WITH claims(id, worker, token) AS (VALUES {values}) "
+                    "UPDATE tasks AS t SET status = ?1, attempts = attempts + 1, "
+                    "heartbeat_at = ?2, "
+                    "assigned_to = (SELECT c.worker FROM claims c WHERE c.id = t.id), "
+                    "lease_token = (SELECT c.token FROM claims c WHERE c.id = t.id), "
+                    "started_at = CASE WHEN ?1 = 'running' THEN ?2 ELSE started_at END "
+                    f"WHERE t.id IN (SELECT id FROM claims) AND t.locks = '[]' AND {_READY_AT_2} "
+                    f"RETURNING {_COLUMNS}", params):
+                taken[row[0]] = _row_to_task(row)
+        out = []
+        for task_id, worker in pairs:
+            task = taken.get(task_id) or self._take(db, task_id, worker, now, start)
+            if task is not None:
+                out.append(task)
+        return out
 
     def claim(self, worker: str, kinds: Collection[str], limit: int, *,
               start: bool = False) -> list[Task]:
@@ -341,12 +366,8 @@ class SqliteStore:
             return []
         with self._tx() as db:
             now = self.clock.now()
-            out = []
-            for row in self._ready_rows(db, kinds, limit, now):
-                task = self._take(db, row[0], worker, now, start)
-                if task is not None:
-                    out.append(task)
-            return out
+            rows = self._ready_rows(db, kinds, limit, now)
+            return self._take_many(db, [(row[0], worker) for row in rows], now, start)
 
     def start(self, task_id: str, token: str) -> bool:
         """See :meth:`TaskStore.start`."""
