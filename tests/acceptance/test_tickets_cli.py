@@ -54,7 +54,7 @@ def test_ticket_job_writes_one_line_per_ticket(tmp_path):
     assert sorted(r["id"] for r in results) == ids
     assert set(results[0]) == {"id", "category", "priority", "needs_human", "reason",
                                "draft_reply", "attempts"}
-    assert all(r["attempts"] == 3 and r["draft_reply"] for r in results)
+    assert all(r["attempts"] == 1 and r["draft_reply"] for r in results)   # no retries
     assert {r["category"] for r in results} <= {e.category for e in bundled_examples()}
     assert "60/60 tickets written" in done.stdout
     # re-running the finished job changes nothing
@@ -164,3 +164,52 @@ def test_the_readme_sample_runs(tmp_path):
 def test_help_teaches(tmp_path, args):
     text = foreperson(*args, cwd=tmp_path).stdout
     assert "tickets" in text
+
+
+def test_a_changed_input_is_not_mixed_with_an_earlier_run(tmp_path):
+    (tmp_path / "tickets.csv").write_text("subject,body\nRefund,charged twice\nCrash,app crashes\n")
+    foreperson("tickets", "tickets.csv", "--workers", "2", "--no-progress", cwd=tmp_path)
+    (tmp_path / "tickets.csv").write_text("subject,body\nHacked,someone hacked my account\n")
+    again = foreperson("tickets", "tickets.csv", "--workers", "2", "--no-progress",
+                       cwd=tmp_path, check=False)
+    assert again.returncode == 2
+    assert "tickets.csv:2: ticket 1 is not the ticket with that id already processed" in again.stderr
+    labelled = tmp_path / "labels.csv"
+    labelled.write_text("text,label\nrefund my money,money\napp crash,bugs\n")
+    (tmp_path / "tickets.csv").write_text("subject,body\nRefund,charged twice\nCrash,app crashes\n")
+    other = foreperson("tickets", "tickets.csv", "--examples", "labels.csv", "--no-progress",
+                       cwd=tmp_path, check=False)
+    assert other.returncode == 2 and "other examples or another model" in other.stderr
+    assert len(read_results(tmp_path / "tickets.results.jsonl")) == 2     # nothing lost
+
+
+def test_ctrl_c_says_how_to_continue(tmp_path):
+    ids = make_tickets(tmp_path / "in.csv", 1500)
+    out = tmp_path / "out.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "foreperson.cli.main", "tickets", "in.csv",
+                             "--workers", "4", "--db", "t.db", "--out", "out.jsonl",
+                             "--no-progress"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out.exists() and out.read_text().count("\n") >= 50):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "interrupted" in err and "run the same command again" in err
+    foreperson("tickets", "in.csv", "--workers", "4", "--db", "t.db", "--out", "out.jsonl",
+               "--no-progress", cwd=tmp_path)
+    counts = Counter(r["id"] for r in read_results(out))
+    assert sorted(counts) == ids and set(counts.values()) == {1}
+
+
+def test_usage_errors_are_one_clear_message(tmp_path):
+    bad = foreperson("tickets", "x.csv", "--workers", "abc", cwd=tmp_path, check=False)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "--workers" in bad.stderr
+    huge = foreperson("tickets", "x.csv", "--workers", "100000", cwd=tmp_path, check=False)
+    assert huge.returncode == 2 and "Traceback" not in huge.stderr
+    assert foreperson("--version", cwd=tmp_path).stdout.startswith("foreperson ")
+    out_dir = foreperson("tickets", str(ROOT / "examples" / "tickets_sample.csv"), "--out",
+                         str(tmp_path), cwd=tmp_path, check=False)
+    assert out_dir.returncode == 2 and "not a regular file" in out_dir.stderr

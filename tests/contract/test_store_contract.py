@@ -296,8 +296,6 @@ def test_concurrent_claims_never_hand_a_task_out_twice(make_store):
 
 def test_bulk_start_and_complete_are_fenced_like_single_calls(make_store, clock):
     store = make_store(clock=clock)
-    if not hasattr(store, "complete_many"):
-        pytest.skip("this store has no bulk writes")
     store.add([Task("k", id=str(i), locks=["x"] if i == 0 else []) for i in range(4)])
     claimed = store.claim("w", {"k"}, 4)
     assert {t.id for t in claimed} == {"0", "1", "2", "3"}
@@ -310,3 +308,13 @@ def test_bulk_start_and_complete_are_fenced_like_single_calls(make_store, clock)
     assert store.get("1").result == {"n": 1} and store.get("2").status is Status.RUNNING
     store.add([Task("k", id="next", locks=["x"])])
     assert [t.id for t in store.claim("w", {"k"}, 5)] == ["next"]   # lock "x" was freed
+
+
+def test_a_result_that_is_not_json_is_refused_and_the_task_stays_held(make_store):
+    store = make_store()
+    store.add([Task("k", id="t")])
+    task = claim_one(store)
+    with pytest.raises(TypeError):
+        store.complete("t", task.lease_token, {1, 2})
+    assert store.get("t").status is Status.ASSIGNED
+    assert store.complete("t", task.lease_token, [1, 2])

@@ -55,7 +55,8 @@ def test_rows_without_text_are_reported_not_dropped(tmp_path):
     ('id,subject,body\n1,a,b\n2,"unterminated,x\n', 3, "malformed CSV"),
     ("id,subject,body\n1,a,b\n2,a,b,extra\n", 3, "4 fields where the header has 3"),
     ("", 1, "empty"),
-    ("id,id,body\n1,2,3\n", 1, "duplicate column"),
+    ("id,id,body\n1,2,3\n", 1, "columns 1 and 2 are both named 'id'"),
+    ("id,,body\n1,2,3\n", 1, "column 2 of the header has no name"),
 ])
 def test_malformed_csv_names_file_and_line(tmp_path, text, line, message):
     path = write(tmp_path, "bad.csv", text)
@@ -109,3 +110,39 @@ def test_unreadable_inputs_say_what_to_do(tmp_path):
     with pytest.raises(InputError, match="not UTF-8") as caught:
         read_tickets(latin)
     assert caught.value.line == 2
+
+
+def test_semicolon_separated_csv_is_recognised(tmp_path):
+    path = write(tmp_path, "t.csv", 'id;subject;body\n1;Hi;"a; b"\n')
+    (ticket,) = read_tickets(path).tickets
+    assert (ticket.subject, ticket.body) == ("Hi", "a; b")
+
+
+def test_long_fields_and_unicode_line_separators_are_kept(tmp_path):
+    body = "x" * 300_000
+    path = write(tmp_path, "t.csv", f"id,body\n1,{body}\n2,one\u2028two\x0cthree\n")
+    tickets = read_tickets(path).tickets
+    assert len(tickets[0].body) == 300_000
+    assert tickets[1].body == "one\u2028two\x0cthree"
+
+
+def test_json_object_holding_the_list(tmp_path):
+    text = json.dumps({"meta": {"tags": ["x"]}, "tickets": [{"id": 1, "body": "a"}]})
+    path = write(tmp_path, "t.json", text)
+    assert [t.id for t in read_tickets(path).tickets] == ["1"]
+    deep = write(tmp_path, "deep.json", "[" * 100_000 + "]" * 100_000)
+    with pytest.raises(InputError, match="nested too deeply|expected"):
+        read_tickets(deep)
+
+
+@pytest.mark.parametrize(("value", "shown"), [(2010, "2010"), (7.0, "7"), ("A-1", "A-1")])
+def test_json_ids_become_text(tmp_path, value, shown):
+    path = write(tmp_path, "t.json", json.dumps([{"id": value, "body": "x"}]))
+    assert read_tickets(path).tickets[0].id == shown
+
+
+@pytest.mark.parametrize("value", [True, {"a": 1}, [1]])
+def test_ids_that_are_not_text_or_numbers_are_rejected(tmp_path, value):
+    path = write(tmp_path, "t.jsonl", json.dumps({"id": value, "body": "x"}) + "\n")
+    with pytest.raises(InputError, match="is not text or a number"):
+        read_tickets(path)

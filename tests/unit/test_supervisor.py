@@ -325,3 +325,37 @@ def test_a_prefetched_task_does_not_wait_behind_a_long_one():
                   [Task("k", id=f"s{i}", estimate_s=0.01) for i in range(4)])
     sup.run_sync()
     assert finished[-1] == "long" and sup.store.get("long").status is Status.COMPLETED
+
+
+@pytest.mark.parametrize("result", [{1, 2}, __import__("datetime").datetime(2026, 1, 1),
+                                    float("nan")])
+def test_a_result_that_is_not_json_parks_the_task_not_the_run(result):
+    sup = supervisor()
+    sup.register(Worker("w", {"k"}, fn=lambda task: result if task.id == "bad" else "ok",
+                        concurrency=2))
+    sup.add_tasks([Task("k", id="bad"), Task("k", id="good")])
+    sup.run_sync()
+    bad = sup.store.get("bad")
+    assert bad.status is Status.DEAD and "not JSON" in bad.error and bad.attempts == 1
+    assert sup.store.get("good").result == "ok"
+
+
+def test_a_blocking_task_past_its_timeout_fails_and_the_run_goes_on():
+    sup = supervisor()
+    release = threading.Event()
+
+    def stuck(task):
+        release.wait(30)            # never returns in time
+        return "late"
+
+    sup.register(Worker("w", {"k"}, fn=stuck, timeout_s=0.1))
+    sup.add_task(Task("k", id="t", max_attempts=2))
+    sup.run_sync(idle_wait_s=0.01)
+    release.set()
+    task = sup.store.get("t")
+    assert task.status is Status.DEAD and task.attempts == 2
+    assert all(e["error"].startswith("TimeoutError") for e in task.errors)
+
+
+def test_a_single_kind_may_be_given_as_a_string():
+    assert Worker("w", "classify", fn=lambda t: None).can_do == frozenset({"classify"})

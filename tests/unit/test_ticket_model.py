@@ -96,3 +96,24 @@ def test_a_second_writer_of_the_same_output_is_refused(tmp_path):
     finally:
         first.close()
     Outbox(tmp_path / "out.jsonl").close()     # free again once the first is closed
+
+
+def test_outbox_never_changes_a_file_that_is_not_its_own(tmp_path):
+    precious = tmp_path / "precious.json"
+    precious.write_bytes(b'{"important": "config"}')          # no newline at the end
+    with pytest.raises(InputError, match="not a foreperson results file"):
+        Outbox(precious)
+    assert precious.read_bytes() == b'{"important": "config"}'
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(bytes(range(256)) * 20)
+    with pytest.raises(InputError, match="not a foreperson results file"):
+        Outbox(binary)
+    assert binary.read_bytes() == bytes(range(256)) * 20
+
+
+def test_outbox_refuses_directories_and_devices(tmp_path):
+    from foreperson.errors import ConfigurationError
+    with pytest.raises(ConfigurationError, match="not a regular file"):
+        Outbox(tmp_path)
+    with pytest.raises(ConfigurationError, match="not a regular file"):
+        Outbox("/dev/null")

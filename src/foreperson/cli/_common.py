@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 
 from ..errors import ConfigurationError
 from ..work.store import TaskStore
 
-DB_HELP = "SQLite task database (created when missing)."
+DB_HELP = "SQLite task database file."
 DSN_HELP = "PostgreSQL DSN, e.g. postgresql://user@host/db (workers on many machines)."
 
 
@@ -33,3 +34,9 @@ def open_store(db: str | None, dsn: str | None, *, must_exist: bool = False) -> 
         raise ConfigurationError(f"no task database at {db}")
     from ..work.stores.sqlite import SqliteStore
     return SqliteStore(db)
+
+
+def redact(dsn: str) -> str:
+    """``dsn`` with any password replaced by ``***`` (URL or key=value form)."""
+    dsn = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
+    return re.sub(r"(password\s*=\s*)(\S+)", r"\1***", dsn, flags=re.I)

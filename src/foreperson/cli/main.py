@@ -1,7 +1,9 @@
 """Entry point of the ``foreperson`` command.
 
 Each command lives in its own module with a ``register(app)`` function; this module
-only assembles them.
+only assembles them and turns errors into one line and an exit status: 2 for a usage
+or input error (what to fix is in the message), 1 for a failure of the run, 130 when
+interrupted.
 """
 
 from __future__ import annotations
@@ -9,9 +11,16 @@ from __future__ import annotations
 import importlib
 import sys
 
-from ..errors import ForepersonError
+from ..errors import ConfigurationError, ForepersonError
 
 COMMAND_MODULES = ["tickets", "worker", "status", "retry", "db"]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+        print(f"foreperson {__version__}")
+        raise SystemExit(0)
 
 
 def build_app():
@@ -34,32 +43,35 @@ def build_app():
         add_completion=False,
         pretty_exceptions_enable=False,
     )
+
+    @app.callback()
+    def _root(version: bool = typer.Option(False, "--version", callback=_version,
+                                           is_eager=True, help="Print the version.")) -> None:
+        """Supervisor / worker jobs with durable task records."""
+
     for name in COMMAND_MODULES:
         importlib.import_module(f"{__package__}.{name}").register(app)
     return app
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (2 for a usage or input error)."""
+    """Run the command line; returns the exit status."""
     try:
-        app = build_app()
-        code = app(args=argv, standalone_mode=False)
-        if isinstance(code, int):       # typer.Exit(n) comes back as a return value
-            return code
-    except ForepersonError as exc:
+        build_app()(args=argv, prog_name="foreperson")   # standalone: usage errors exit 2
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except ConfigurationError as exc:       # the user can fix it: a usage error
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except SystemExit as exc:  # typer/click exit codes
-        return int(exc.code or 0)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return exc.exit_code
-        if isinstance(exc, click.exceptions.Abort):
-            print("aborted", file=sys.stderr)
-            return 130
-        raise
+    except ForepersonError as exc:          # the run failed
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

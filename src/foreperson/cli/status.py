@@ -16,7 +16,7 @@ def status(
     db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None,  # noqa: UP045
     dsn: Annotated[Optional[str], typer.Option(help=DSN_HELP)] = None,  # noqa: UP045
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    points: Annotated[int, typer.Option(help="Rows in the tasks-over-time table.")] = 8,
+    points: Annotated[int, typer.Option(min=1, max=100, help="Rows in the tasks-over-time table.")] = 8,
 ) -> None:
     """Show tasks by status (now and over time), active tasks per worker, the age of the
     oldest unfinished task, and the DEAD tasks with their errors."""
@@ -66,7 +66,9 @@ def status(
                          str(p.completed), str(p.dead))
         console.print(over)
     if dead:
-        table = Table(title="DEAD tasks (foreperson retry puts them back)")
+        shown = (f"{len(dead)} of {stats.counts[Status.DEAD]}"
+                 if stats.counts[Status.DEAD] > len(dead) else f"{len(dead)}")
+        table = Table(title=f"DEAD tasks, {shown} shown (foreperson retry puts them back)")
         for col in ("id", "kind", "attempts", "error"):
             table.add_column(col)
         for t in dead:

@@ -11,7 +11,7 @@ import anyio
 import typer
 
 from ..errors import ConfigurationError
-from ._common import DB_HELP, DSN_HELP, open_store
+from ._common import DB_HELP, DSN_HELP, open_store, redact
 
 EXAMPLES_HELP = ("Labelled tickets to train on (CSV/JSON/JSONL with text, label and answer "
                  "columns); default: the small multilingual set bundled with foreperson.")
@@ -19,19 +19,19 @@ EXAMPLES_HELP = ("Labelled tickets to train on (CSV/JSON/JSONL with text, label 
 
 def tickets(
     input_file: Annotated[Path, typer.Argument(metavar="INPUT", help="Tickets: .csv, .json (a list) or .jsonl.")],
-    workers: Annotated[int, typer.Option("--workers", "-w", min=0, help="Local workers; 0 = only supervise (with --dsn, remote `foreperson worker foreperson.tickets.job` processes do the work).")] = 8,
-    db: Annotated[Optional[str], typer.Option(help=DB_HELP + " Default: INPUT's name + .tasks.db in the current folder.")] = None,  # noqa: UP045
+    workers: Annotated[int, typer.Option("--workers", "-w", min=0, max=1024, help="Local workers; 0 = only supervise (with --dsn, remote `foreperson worker foreperson.tickets.job` processes do the work).")] = 8,
+    db: Annotated[Optional[str], typer.Option(help=DB_HELP + " Created when missing; re-run with the same --db to continue after a crash. Default: INPUT's name + .tasks.db in the current folder.")] = None,  # noqa: UP045
     dsn: Annotated[Optional[str], typer.Option(help=DSN_HELP)] = None,  # noqa: UP045
     out: Annotated[Optional[Path], typer.Option(help="Results, one JSON line per ticket. Default: INPUT's name + .results.jsonl in the current folder.")] = None,  # noqa: UP045
     examples: Annotated[Optional[Path], typer.Option(help=EXAMPLES_HELP)] = None,  # noqa: UP045
-    examples_text_column: Annotated[Optional[str], typer.Option(help="Text column of --examples.")] = None,  # noqa: UP045
-    examples_label_column: Annotated[Optional[str], typer.Option(help="Label (category) column of --examples, e.g. queue.")] = None,  # noqa: UP045
+    examples_text_column: Annotated[Optional[str], typer.Option(help="Text column of --examples (default: text / body / message / description / content, with subject prepended when present).")] = None,  # noqa: UP045
+    examples_label_column: Annotated[Optional[str], typer.Option(help="Label (category) column of --examples (default: label / category / queue / type / class).")] = None,  # noqa: UP045
     id_column: Annotated[Optional[str], typer.Option(help="Ticket id column (default: id / ticket_id; else the row number).")] = None,  # noqa: UP045
     subject_column: Annotated[Optional[str], typer.Option(help="Subject column (default: subject / title).")] = None,  # noqa: UP045
     body_column: Annotated[Optional[str], typer.Option(help="Body column (default: body / text / description / message).")] = None,  # noqa: UP045
     min_confidence: Annotated[Optional[float], typer.Option(min=0.0, max=1.0, help="Below this classifier probability a ticket needs a human (default: twice chance; 0.5 with --model).")] = None,  # noqa: UP045
-    max_attempts: Annotated[int, typer.Option(min=1, help="Attempts per task before it is parked DEAD.")] = 3,
-    stale_after: Annotated[float, typer.Option(min=0.1, help="Seconds without a heartbeat before a task is reclaimed.")] = 90.0,
+    max_attempts: Annotated[int, typer.Option(min=1, max=100, help="Attempts per task before it is parked DEAD.")] = 3,
+    stale_after: Annotated[float, typer.Option(min=0.1, max=7 * 86400.0, help="Seconds without a heartbeat before a task is reclaimed (3-5x the slowest task).")] = 90.0,
     model: Annotated[Optional[str], typer.Option(help="Use a language model instead of the offline classifier, e.g. gpt-4o-mini, claude-opus-4-7, openai:NAME (key from OPENAI_API_KEY / ANTHROPIC_API_KEY). The offline classifier is the default.")] = None,  # noqa: UP045
     base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible server for --model (vLLM, llama.cpp, Ollama).")] = None,  # noqa: UP045
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Live progress display (default: on a terminal).")] = None,  # noqa: UP045
@@ -49,10 +49,15 @@ def tickets(
     from ..tickets.model import TicketModel, bundled_examples, load_examples
     from ..tickets.reader import read_tickets
 
+    from ..tickets.job import check_output_path
+
+    if examples is None and (examples_text_column or examples_label_column):
+        raise ConfigurationError("--examples-text-column / --examples-label-column go with "
+                                 "--examples FILE")
     stem = input_file.name.rsplit(".", 1)[0]
     if not dsn and not db:
         db = f"{stem}.tasks.db"
-    out = out or Path(f"{stem}.results.jsonl")
+    out = check_output_path(out or Path(f"{stem}.results.jsonl"))   # before any work
     ticket_file = read_tickets(input_file, id_column=id_column, subject_column=subject_column,
                                body_column=body_column)        # fails before any work
     for line, ticket_id, reason in ticket_file.skipped:
@@ -77,11 +82,20 @@ def tickets(
     store = open_store(db, dsn)
     show = sys.stderr.isatty() if progress is None else progress
     total = len(ticket_file.tickets)
-    typer.echo(f"{total} tickets from {input_file} -> {out} (tasks in {db or dsn}), "
-               f"{workers} workers, categories: {', '.join(ticket_model.labels)}", err=True)
+    typer.echo(f"{total} tickets from {input_file} -> {out} (tasks in "
+               f"{db or redact(dsn or '')}), {workers} workers, categories: "
+               f"{', '.join(ticket_model.labels)}", err=True)
+    if workers == 0:
+        typer.echo("remote workers: foreperson worker foreperson.tickets.job --dsn DSN, started "
+                   "with the same FOREPERSON_TICKETS_EXAMPLES (and FOREPERSON_TICKETS_MODEL) "
+                   "as this job's --examples / --model", err=True)
     try:
         report = _run_with_display(run_job, ticket_file, store, out, workers, ticket_model,
                                    max_attempts, stale_after, None if dsn else db, show, total)
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted: finished tickets are in {out}; run the same command again "
+                   "to continue", err=True)
+        raise typer.Exit(130) from None
     finally:
         store.close()
     _print_summary(report, out)
@@ -93,12 +107,15 @@ def _run_with_display(run_job, ticket_file, store, out, workers, ticket_model, m
                       stale_after, exclusive_db, show, total):
     began = time.monotonic()
     last_plain = [0.0]
+    first_written: list[int] = []
 
     def describe(stats, written: int) -> str:
         c = {s.value: n for s, n in stats.counts.items()}
         elapsed = max(time.monotonic() - began, 1e-9)
+        first_written[:] = first_written or [written]    # done by an earlier run
+        rate = (written - first_written[0]) / elapsed
         age = stats.oldest_unfinished_age_s
-        return (f"{written}/{total} tickets, {written / elapsed:.1f}/s | tasks "
+        return (f"{written}/{total} tickets, {rate:.1f}/s | tasks "
                 + " ".join(f"{k} {v}" for k, v in c.items() if v)
                 + (f" | oldest unfinished {age:.1f} s" if age is not None else ""))
 

@@ -13,6 +13,7 @@ reaches the file, and a re-run after a crash skips every ticket already in the f
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import socket
@@ -25,7 +26,7 @@ from typing import IO, Any
 
 import anyio
 
-from ..errors import ConfigurationError, InputError
+from ..errors import ConfigurationError, GiveUp, InputError, RunError
 from ..work.app import App
 from ..work.store import StoreStats, TaskStore
 from ..work.supervisor import Supervisor
@@ -72,16 +73,48 @@ def _current_model() -> TicketModel:
     return _model
 
 
-def ticket_tasks(ticket: Ticket, *, max_attempts: int = 3) -> list[Task]:
+def model_fingerprint(model: Any) -> str:
+    """A short hash of what decides a ticket's result: the model's kind and settings and
+    every training example. Stored in each task's payload, so a re-run with other
+    examples (or a worker process configured differently) is noticed."""
+    digest = hashlib.sha256(type(model).__name__.encode())
+    digest.update(repr(getattr(model, "min_confidence", None)).encode())
+    digest.update(repr(getattr(model, "model_name", None)).encode())
+    for example in getattr(model, "examples", ()):
+        digest.update(json.dumps([example.text, example.category, example.answer,
+                                  example.priority]).encode())
+    return digest.hexdigest()[:16]
+
+
+def ticket_tasks(ticket: Ticket, *, model: str = "", max_attempts: int = 3) -> list[Task]:
     """The three tasks of one ticket, with ids derived from the ticket id (so adding the
-    same ticket twice is harmless)."""
-    text = {"ticket_id": ticket.id, "subject": ticket.subject, "body": ticket.body}
+    same ticket twice is harmless).
+
+    Args:
+        ticket: the ticket.
+        model: the :func:`model_fingerprint` the tasks must be run with.
+        max_attempts: attempts per task.
+    """
+    text = {"ticket_id": ticket.id, "subject": ticket.subject, "body": ticket.body,
+            "model": model}
     classify = Task(CLASSIFY, text, id=f"{ticket.id}/classify", max_attempts=max_attempts)
-    draft = Task(DRAFT, {"ticket_id": ticket.id}, id=f"{ticket.id}/draft",
+    draft = Task(DRAFT, {"ticket_id": ticket.id, "model": model}, id=f"{ticket.id}/draft",
                  depends_on=[classify.id], max_attempts=max_attempts)
-    triage = Task(TRIAGE, {"ticket_id": ticket.id}, id=f"{ticket.id}/triage",
+    triage = Task(TRIAGE, {"ticket_id": ticket.id, "model": model}, id=f"{ticket.id}/triage",
                   depends_on=[classify.id, draft.id], max_attempts=max_attempts)
     return [classify, draft, triage]
+
+
+def _model_for(task: Task) -> Any:
+    """This process's model, refusing tasks made for another one."""
+    model = _current_model()
+    wanted = task.payload.get("model")
+    if wanted and wanted != model_fingerprint(model):
+        raise GiveUp("this worker's ticket model differs from the job's (other examples or "
+                     "model): start `foreperson worker foreperson.tickets.job` with the same "
+                     "FOREPERSON_TICKETS_EXAMPLES / FOREPERSON_TICKETS_MODEL as the job, then "
+                     "`foreperson retry --all-dead`")
+    return model
 
 
 def _text(payload: dict[str, Any]) -> str:
@@ -91,7 +124,7 @@ def _text(payload: dict[str, Any]) -> str:
 @app.task(CLASSIFY)
 def classify_ticket(task: Task) -> dict[str, Any]:
     """Category, confidence and priority of the ticket in ``task.payload``."""
-    result = _current_model().classify(_text(task.payload))
+    result = _model_for(task).classify(_text(task.payload))
     return {"category": result.category, "confidence": round(result.confidence, 4),
             "priority": result.priority, "text": _text(task.payload)}
 
@@ -100,7 +133,7 @@ def classify_ticket(task: Task) -> dict[str, Any]:
 def draft_reply(task: Task) -> dict[str, Any]:
     """A draft reply from the nearest answered example of the same category."""
     (classified,) = current_task().dependency_results().values()
-    return _current_model().draft(classified["text"], classified["category"])
+    return _model_for(task).draft(classified["text"], classified["category"])
 
 
 @app.task(TRIAGE)
@@ -112,15 +145,38 @@ def triage_ticket(task: Task) -> dict[str, Any]:
     drafted = results[f"{task.payload['ticket_id']}/draft"]
     verdict = Classification(classified["category"], classified["confidence"],
                              classified["priority"])
-    triage = _current_model().triage(classified["text"], verdict)
-    attempts = task.attempts
+    triage = _model_for(task).triage(classified["text"], verdict)
+    attempts = task.attempts       # the most attempts any of the ticket's steps needed
     for dep in task.depends_on:
         record = ctx.store.get(dep)
-        attempts += record.attempts if record else 0
+        attempts = max(attempts, record.attempts if record else 0)
     return {"id": task.payload["ticket_id"], "category": verdict.category,
             "priority": verdict.priority, "needs_human": triage.needs_human,
             "reason": triage.reason, "draft_reply": drafted["draft_reply"],
             "attempts": attempts}
+
+
+def check_output_path(path: str | Path) -> Path:
+    """Check that results can be written to ``path`` before any work starts.
+
+    Returns:
+        the path.
+
+    Raises:
+        ConfigurationError: the path is a directory or a special file (a device, a pipe),
+            or its folder cannot be created or written.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        raise ConfigurationError(f"--out {path}: not a regular file; give a file path for "
+                                 "the JSON Lines results")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigurationError(f"--out {path}: cannot create its folder: {exc.strerror}") from None
+    if not os.access(path if path.exists() else path.parent, os.W_OK):
+        raise ConfigurationError(f"--out {path}: not writable")
+    return path
 
 
 def _open_exclusive(path: str | Path, mode: str, busy: str) -> IO[Any]:
@@ -155,28 +211,39 @@ class Outbox:
     """
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = check_output_path(path)
         self._file = _open_exclusive(
             self.path, "a+b", f"{self.path} is being written by another foreperson job; "
             "wait for it or choose another --out")
         self.sent: set[str] = set()
-        self._recover()
+        try:
+            self._recover()
+        except BaseException:
+            self._file.close()
+            raise
 
     def _recover(self) -> None:
+        """Read back the ids already sent. The file is checked whole before anything is
+        changed: only a torn last line that starts like a results line (a crash in the
+        middle of a write) is cut off; any other content means this is not our file."""
         self._file.seek(0)
         data = self._file.read()
-        good = data.rfind(b"\n") + 1          # everything after the last newline is torn
-        if good < len(data):
-            self._file.truncate(good)
-        for number, line in enumerate(data[:good].splitlines(), start=1):
+        *lines, tail = data.split(b"\n")
+        for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
                 self.sent.add(str(json.loads(line)["id"]))
             except (ValueError, KeyError, TypeError):
-                raise InputError("not a foreperson results line; choose another --out",
-                                 path=str(self.path), line=number) from None
+                raise InputError("not a foreperson results file (this line is not a results "
+                                 "line); choose another --out", path=str(self.path),
+                                 line=number) from None
+        if tail.strip():
+            if not tail.lstrip().startswith(b'{"id": '):
+                raise InputError("not a foreperson results file (it does not end with a "
+                                 "complete line); choose another --out",
+                                 path=str(self.path), line=len(lines) + 1)
+            self._file.truncate(len(data) - len(tail))
         self._file.seek(0, os.SEEK_END)
 
     def send(self, records: list[dict[str, Any]]) -> int:
@@ -191,9 +258,13 @@ class Outbox:
         blob = b"".join(json.dumps({k: r.get(k) for k in OUTPUT_FIELDS},
                                    ensure_ascii=False).encode() + b"\n"
                         for r in fresh.values())
-        self._file.write(blob)
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        try:
+            self._file.write(blob)
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError as exc:
+            raise RunError(f"cannot write results to {self.path}: {exc.strerror}; fix that "
+                           "and run the same command again (finished work is kept)") from exc
         self.sent.update(fresh)
         return len(fresh)
 
@@ -234,6 +305,40 @@ class JobReport:
 def _finished_records(store: TaskStore, wanted: set[str]) -> list[dict[str, Any]]:
     return [t.result for t in store.list_tasks(status=Status.COMPLETED, kind=TRIAGE)
             if t.result and str(t.result.get("id")) in wanted]
+
+
+def _check_earlier_run(tickets: TicketFile, store: TaskStore, outbox: Outbox,
+                       fingerprint: str) -> None:
+    """Refuse to mix this input with an earlier run's different tickets or model.
+
+    Raises:
+        InputError: a ticket id already stored with other text (file and line named).
+        ConfigurationError: the stored tickets were processed with another model or
+            examples, or --out holds results the task database does not know.
+    """
+    stored = {t.id: t.payload for t in store.list_tasks(kind=CLASSIFY)}
+    where = tickets.path or "<input>"
+    for ticket in tickets.tickets:
+        earlier = stored.get(f"{ticket.id}/classify")
+        if earlier is None:
+            continue
+        if (earlier.get("subject"), earlier.get("body")) != (ticket.subject, ticket.body):
+            raise InputError(
+                f"ticket {ticket.id} is not the ticket with that id already processed in "
+                "this task database (an earlier run on other input): use another --db and "
+                "--out for this input", path=where, line=ticket.line)
+        if earlier.get("model", fingerprint) != fingerprint:
+            raise ConfigurationError(
+                "the tickets in this task database were processed with other examples or "
+                "another model: use the same --examples / --model as that run, or another "
+                "--db and --out")
+    unknown = [i for i in outbox.sent & {t.id for t in tickets.tickets}
+               if f"{i}/classify" not in stored]
+    if unknown:
+        raise ConfigurationError(
+            f"{outbox.path} already holds results for {len(unknown)} of these tickets "
+            f"(e.g. {sorted(unknown)[0]}) that the task database does not know: use another "
+            "--out, or the --db of the run that wrote it")
 
 
 class _JobLock:
@@ -285,11 +390,14 @@ async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, wor
     outbox = Outbox(out)
     try:
         wanted = {t.id for t in tickets.tickets}
+        orphans = 0
         if lock is not None:      # we hold the job lock: whatever is held is orphaned
-            store.reclaim_stale(0.0)
+            orphans = len(store.reclaim_stale(0.0))
+        fingerprint = model_fingerprint(_current_model())
+        _check_earlier_run(tickets, store, outbox, fingerprint)
         supervisor = Supervisor(store, stale_after=stale_after, kinds=app.kinds)
         tasks = [task for t in tickets.tickets if t.id not in outbox.sent
-                 for task in ticket_tasks(t, max_attempts=max_attempts)]
+                 for task in ticket_tasks(t, model=fingerprint, max_attempts=max_attempts)]
         for start in range(0, len(tasks), 3000):
             supervisor.add_tasks(tasks[start:start + 3000])
         make = worker_factory or (lambda name: app.worker(name))
@@ -304,9 +412,9 @@ async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, wor
 
         if workers > 0:
             report = await supervisor.run(progress=tick)
-            retries, reclaimed = report.retries, report.reclaimed
+            retries, reclaimed = report.retries, report.reclaimed + orphans
         else:
-            retries = reclaimed = 0
+            retries, reclaimed = 0, orphans
             while True:
                 stats = await anyio.to_thread.run_sync(store.stats)
                 reclaimed += len(await anyio.to_thread.run_sync(store.reclaim_stale,

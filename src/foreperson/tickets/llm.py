@@ -43,6 +43,7 @@ class LlmTicketModel:
         from ..models import infer_model
 
         self.examples = list(examples)
+        self.model_name = model if isinstance(model, str) else getattr(model, "name", repr(model))
         self.labels = sorted({e.category for e in self.examples})
         self.min_confidence = 0.5 if min_confidence is None else min_confidence
         priorities = sorted({e.priority for e in self.examples if e.priority}) or [

@@ -9,6 +9,7 @@ customer.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -103,8 +104,6 @@ def bundled_examples() -> list[Example]:
     """The small multilingual example set that ships with foreperson (52 tickets in
     English, German, Spanish, French and Portuguese, written for this project)."""
     text = resources.files(__package__).joinpath("data/examples.jsonl").read_text("utf-8")
-    import json
-
     return [Example(r["text"], r["category"], r.get("answer", ""), r.get("priority", ""))
             for r in map(json.loads, text.splitlines()) if r]
 
@@ -136,11 +135,16 @@ def load_examples(path: str | Path, *, text_column: str | None = None,
                          "(name them with --examples-text-column / --examples-label-column)",
                          path=where)
     out = []
-    for _, record in records:
+    for line, record in records:
         parts = [str(record.get(subject_col) or "") if subject_col else "",
                  str(record.get(text_col) or "")]
         text = "\n".join(p for p in parts if p).strip()
-        label = str(record.get(label_col) or "").strip()
+        raw_label = record.get(label_col)
+        if isinstance(raw_label, (list, dict)):
+            raise InputError(f"label {json.dumps(raw_label)[:60]} is not a single value; "
+                             "name a column of plain labels with --examples-label-column",
+                             path=where, line=line)
+        label = str(raw_label or "").strip()
         if not text or not label:
             continue
         out.append(Example(text, label,
@@ -238,7 +242,7 @@ def triage(text: str, result: Classification, min_confidence: float) -> Triage:
     or more exclamation marks, or shouting in capitals). Every reason found is listed."""
     reasons = []
     if result.confidence < min_confidence:
-        reasons.append(f"low confidence ({result.confidence:.2f} < {min_confidence:.2f})")
+        reasons.append(f"low confidence ({result.confidence:.3f} < {min_confidence:.3f})")
     for reason, pattern in _TRIGGER_PATTERNS.items():
         match = pattern.search(text)
         if match:

@@ -11,7 +11,9 @@ subject nor body is reported in :attr:`TicketFile.skipped`, never dropped silent
 from __future__ import annotations
 
 import csv
+import io
 import json
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,11 +58,13 @@ class TicketFile:
         tickets: the usable tickets, in file order.
         skipped: ``(line, id, reason)`` for every record that was not used.
         columns: the column name used for each role (``id``, ``subject``, ``body``).
+        path: the file read.
     """
 
     tickets: list[Ticket]
     skipped: list[tuple[int, str, str]] = field(default_factory=list)
     columns: dict[str, str | None] = field(default_factory=dict)
+    path: str = ""
 
 
 def _format_of(path: Path) -> str:
@@ -90,18 +94,34 @@ def _read_text(path: Path) -> str:
                          path=str(path), line=line) from None
 
 
+def _delimiter(path: Path, header: str) -> str:
+    if path.suffix.lower() == ".tsv" or header.count("\t") > header.count(","):
+        return "\t"
+    if header.count(";") > header.count(","):
+        return ";"
+    return ","
+
+
 def _csv_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    dialect = "excel-tab" if path.suffix.lower() == ".tsv" else "excel"
-    reader = csv.reader(text.splitlines(keepends=True), dialect=dialect, strict=True)
+    delimiter = _delimiter(path, text.split("\n", 1)[0])
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     start = 1
+    old_limit = csv.field_size_limit(1 << 30)      # a long ticket body is still a ticket
     try:
         header = next(reader, None)
         if header is None:
             raise InputError("the file is empty: expected a header row", path=str(path), line=1)
         names = [h.strip() for h in header]
-        if len(set(n.lower() for n in names)) != len(names):
-            raise InputError(f"duplicate column names in the header: {names}",
-                             path=str(path), line=1)
+        for position, name in enumerate(names, start=1):
+            if not name:
+                raise InputError(f"column {position} of the header has no name",
+                                 path=str(path), line=1)
+        seen: dict[str, int] = {}
+        for position, name in enumerate(names, start=1):
+            if name.lower() in seen:
+                raise InputError(f"columns {seen[name.lower()]} and {position} are both named "
+                                 f"{name!r}", path=str(path), line=1)
+            seen[name.lower()] = position
         start = reader.line_num + 1
         for row in reader:
             if not any(cell.strip() for cell in row):
@@ -109,13 +129,16 @@ def _csv_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
                 continue
             if len(row) != len(names):
                 raise InputError(
-                    f"{len(row)} fields where the header has {len(names)}; check quoting "
-                    "(a field with a comma or line break must be in double quotes)",
+                    f"{len(row)} fields where the header has {len(names)} "
+                    f"(separated by {delimiter!r}); check quoting: a field with the "
+                    "separator or a line break must be in double quotes",
                     path=str(path), line=start)
             yield start, dict(zip(names, row, strict=True))
             start = reader.line_num + 1
     except csv.Error as exc:
         raise InputError(f"malformed CSV: {exc}", path=str(path), line=start) from None
+    finally:
+        csv.field_size_limit(old_limit)
 
 
 def _json_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -124,16 +147,21 @@ def _json_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})",
                          path=str(path), line=exc.lineno) from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply", path=str(path), line=1) from None
+    starts: list[int] | None = None
     if isinstance(data, dict):
         lists = [v for v in data.values() if isinstance(v, list)]
         if len(lists) != 1:
-            raise InputError("expected a JSON list of ticket objects", path=str(path), line=1)
+            raise InputError("expected a JSON list of ticket objects (or an object holding "
+                             "exactly one such list)", path=str(path), line=1)
         data = lists[0]
+        starts = [1] * len(data)       # item lines are only tracked for a top-level list
     if not isinstance(data, list):
         raise InputError(f"expected a JSON list of ticket objects, got {type(data).__name__}",
                          path=str(path), line=1)
-    # line numbers: where each top-level item starts
-    starts = _item_lines(text, len(data))
+    if starts is None:      # line numbers: where each top-level item starts
+        starts = _item_lines(text, len(data))
     for i, item in enumerate(data):
         if not isinstance(item, dict):
             raise InputError(f"item {i + 1} is {type(item).__name__}, expected an object",
@@ -203,9 +231,21 @@ def _as_text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value.strip()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
     if isinstance(value, (int, float)):
         return str(value)
     return json.dumps(value, ensure_ascii=False)
+
+
+def _as_id(value: Any, *, path: str, line: int) -> str:
+    if isinstance(value, bool) or (isinstance(value, float) and not math.isfinite(value)) \
+            or isinstance(value, (list, dict)):
+        raise InputError(f"ticket id {json.dumps(value)} is not text or a number",
+                         path=path, line=line)
+    return _as_text(value)
 
 
 def read_tickets(path: str | Path, *, id_column: str | None = None,
@@ -237,10 +277,12 @@ def read_tickets(path: str | Path, *, id_column: str | None = None,
         raise InputError(
             f"no subject or body column: found {columns}; name one with --subject-column "
             "or --body-column", path=where)
-    out = TicketFile([], columns={"id": id_col, "subject": subject_col, "body": body_col})
+    out = TicketFile([], columns={"id": id_col, "subject": subject_col, "body": body_col},
+                     path=where)
     first_seen: dict[str, int] = {}
     for row_number, (line, record) in enumerate(records, start=1):
-        ticket_id = _as_text(record.get(id_col)) if id_col else str(row_number)
+        ticket_id = (_as_id(record.get(id_col), path=where, line=line) if id_col
+                     else str(row_number))
         if not ticket_id:
             out.skipped.append((line, "", "no ticket id"))
             continue

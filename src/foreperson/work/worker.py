@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import json
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..errors import ConfigurationError, Retry
+from ..errors import ConfigurationError, GiveUp, Retry
 from .task import Task
 
 if TYPE_CHECKING:
@@ -92,6 +93,21 @@ class RateLimited(Retry):
         self.resource = resource
 
 
+def checked_result(result: Any) -> Any:
+    """``result`` if it is JSON (what a store can keep).
+
+    Raises:
+        GiveUp: it is not JSON (a set, a datetime, an object …): the same code would
+            return the same thing again, so the task is parked DEAD with the reason.
+    """
+    try:
+        json.dumps(result, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise GiveUp(f"the task's result is not JSON ({exc}); return dicts, lists, "
+                     "strings, numbers, booleans or None") from None
+    return result
+
+
 _CURRENT: contextvars.ContextVar[TaskContext] = contextvars.ContextVar("foreperson_task")
 
 
@@ -136,6 +152,8 @@ class Worker:
         if not name:
             raise ConfigurationError("a worker needs a name")
         self.name = name
+        if isinstance(can_do, str):        # Worker("w", "classify"): one kind, not letters
+            can_do = [can_do]
         self.can_do = frozenset(can_do if can_do is not None else (skill or {}))
         if not self.can_do:
             raise ConfigurationError(f"worker {name!r} declares no kinds (can_do)")
@@ -182,9 +200,9 @@ class Worker:
         reset = _CURRENT.set(TaskContext(task, self.name, store))
         try:
             if self.timeout_s is None:
-                return await self._run(task)
+                return checked_result(await self._run(task))
             with anyio.fail_after(self.timeout_s):
-                return await self._run(task)
+                return checked_result(await self._run(task))
         finally:
             _CURRENT.reset(reset)
 
@@ -193,7 +211,10 @@ class Worker:
             return await self.execute(task)
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self.concurrency)
-        return await anyio.to_thread.run_sync(self.execute, task, limiter=self._limiter)
+        # with a timeout, a blocking function that overruns is left behind in its thread
+        # (Python cannot stop a thread); its late result is discarded
+        return await anyio.to_thread.run_sync(self.execute, task, limiter=self._limiter,
+                                              abandon_on_cancel=self.timeout_s is not None)
 
     # -- seed 000's synchronous wiring ----------------------------------------
     def submit(self, task: Task) -> None:
@@ -215,9 +236,9 @@ class Worker:
         reset = _CURRENT.set(TaskContext(task, self.name, supervisor.store))
         try:
             if self.is_async:
-                result = anyio.run(self.execute, task)
+                result = checked_result(anyio.run(self.execute, task))
             else:
-                result = self.execute(task)
+                result = checked_result(self.execute(task))
         except Exception as exc:
             supervisor.on_fail(task, exc)
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import threading
 import uuid
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -148,6 +149,24 @@ class MemoryStore:
             task.started_at = task.heartbeat_at = self._now()
             return True
 
+    def start_many(self, leases: Mapping[str, str]) -> set[str]:
+        """Mark many held tasks RUNNING; returns the ids whose lease is gone."""
+        with self._lock:
+            return {task_id for task_id, token in leases.items()
+                    if not self.start(task_id, token)}
+
+    def complete_many(self, items: Sequence[tuple[str, str, Any]]) -> set[str]:
+        """Complete many held tasks; returns the ids whose result was stored.
+
+        Raises:
+            TypeError: a result is not JSON-serialisable (nothing is stored).
+        """
+        with self._lock:
+            for _, _, result in items:
+                json.dumps(result)
+            return {task_id for task_id, token, result in items
+                    if self.complete(task_id, token, result)}
+
     def heartbeat(self, leases: Mapping[str, str]) -> set[str]:
         """See :meth:`TaskStore.heartbeat`."""
         with self._lock:
@@ -167,8 +186,9 @@ class MemoryStore:
             task = self._holds(task_id, token)
             if task is None:
                 return False
+            encoded = json.dumps(result)      # TypeError for non-JSON, as every store
             task.status = Status.COMPLETED
-            task.result = copy.deepcopy(result)
+            task.result = json.loads(encoded)
             task.error = None
             task.finished_at = self._now()
             self._release_locks(task)
