@@ -72,3 +72,10 @@ def test_missing_key_is_an_error_that_names_the_fix(tmp_path):
          "gpt-4o-mini", "--no-progress"], cwd=tmp_path, env=env, capture_output=True,
         text=True, timeout=60)
     assert proc.returncode == 2 and "OPENAI_API_KEY" in proc.stderr
+
+
+def test_unreachable_model_server_fails_before_any_work(tmp_path):
+    (tmp_path / "in.csv").write_text("id,body\n1,hello\n")
+    proc = run_cli(tmp_path, "http://127.0.0.1:9")
+    assert proc.returncode == 2 and "not reachable" in proc.stderr
+    assert not (tmp_path / "o.jsonl").exists()
