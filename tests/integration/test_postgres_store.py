@@ -15,6 +15,7 @@ import anyio
 import psycopg
 import pytest
 from _pg_procs import Cluster, Db, wait_until
+from psycopg import sql
 
 from foreperson.errors import MissingDependency, StoreError
 from foreperson.work import Status, Supervisor, Task, Worker
@@ -74,8 +75,9 @@ def test_migrating_from_version_1_gives_the_fresh_schema(pg_dsn, pg_schema):
     try:
         assert migrate_schema(pg_dsn, schema=old, target=1) == (0, 1)
         with psycopg.connect(pg_dsn, autocommit=True) as conn:     # a task from version 1
-            conn.execute(f"INSERT INTO {old}.tasks (id, kind, payload, max_attempts, "
-                         "created_at) VALUES ('old', 'k', '{\"a\": 1}', 3, now())")
+            conn.execute(sql.SQL("INSERT INTO {}.tasks (id, kind, payload, max_attempts, "
+                                 "created_at) VALUES ('old', 'k', %s, 3, now())").format(
+                sql.Identifier(old)), ('{"a": 1}',))
         assert migrate_schema(pg_dsn, schema=old) == (1, _pg_schema.LATEST)
         assert migrate_schema(pg_dsn, schema=pg_schema) == (0, _pg_schema.LATEST)
         migrated, fresh = catalog(pg_dsn, old), catalog(pg_dsn, pg_schema)
@@ -87,7 +89,7 @@ def test_migrating_from_version_1_gives_the_fresh_schema(pg_dsn, pg_schema):
             assert (task.id, task.payload, task.attempts) == ("old", {"a": 1}, 1)
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA IF EXISTS {old} CASCADE")
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(old)))
 
 
 def test_first_use_from_many_processes_at_once_migrates_once(pg_dsn, pg_schema):
