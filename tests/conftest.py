@@ -1,7 +1,8 @@
 """Shared fixtures: store factories for the contract suite, PostgreSQL, the anyio backend.
 
 PostgreSQL tests run when ``FOREPERSON_TEST_DSN`` names a database (``.ci/run`` creates
-a throwaway one). Without it they are skipped, unless ``FOREPERSON_REQUIRE_POSTGRES=1``
+a throwaway one), or else against this machine's ``test`` database on 127.0.0.1:5432
+when it answers. Without it they are skipped, unless ``FOREPERSON_REQUIRE_POSTGRES=1``
 (set by CI): then they fail, so a CI run cannot silently lose its PostgreSQL coverage.
 Each store gets a schema of its own (dropped afterwards), so tests never see each
 other's rows.
@@ -9,6 +10,7 @@ other's rows.
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,6 +19,12 @@ import pytest
 
 from foreperson.testing import ManualClock
 from foreperson.work import MemoryStore, SqliteStore, TaskStore
+
+# Subprocesses started by tests (the CLI, worker processes) import this tree's code, not
+# whatever foreperson happens to be installed.
+_SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (_SRC, os.environ.get("PYTHONPATH", "")) if p)
 
 STORE_KINDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
@@ -31,9 +39,26 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
+LOCAL_TEST_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@functools.lru_cache(maxsize=1)
+def _local_test_database() -> str:
+    """This machine's PostgreSQL test database when it answers (each test works in a
+    schema of its own), so the plain ``python3 -m pytest`` of README.md runs the
+    PostgreSQL tests too; "" when there is none."""
+    try:
+        import psycopg
+
+        with psycopg.connect(LOCAL_TEST_DSN, connect_timeout=2):
+            return LOCAL_TEST_DSN
+    except Exception:
+        return ""
+
+
 def _postgres_dsn() -> str:
     """The test DSN, checked to answer; skips or fails (CI) when there is none."""
-    dsn = os.environ.get("FOREPERSON_TEST_DSN")
+    dsn = os.environ.get("FOREPERSON_TEST_DSN") or _local_test_database()
     required = os.environ.get("FOREPERSON_REQUIRE_POSTGRES") == "1"
     if not dsn:
         if required:

@@ -58,3 +58,14 @@ def test_remote_workers_do_the_ticket_job_exactly_once(tmp_path, pg_dsn, pg_sche
     assert {"remote-0", "remote-1"} <= set(status["workers_last_seen"])
     by_category = Counter(r["category"] for r in results)
     assert by_category["billing"] >= 90 and by_category["technical"] >= 90
+
+
+@pytest.mark.parametrize(("dsn", "message"), [
+    ("notadsn", "is not a PostgreSQL connection string"),
+    ("postgresql://nobody@127.0.0.1:1/x", "Connection refused"),
+])
+def test_a_bad_dsn_fails_at_once_in_one_line(tmp_path, dsn, message):
+    done = subprocess.run(cli("status", "--dsn", dsn), cwd=tmp_path, capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode != 0 and message in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr

@@ -84,6 +84,8 @@ def limit(
     store = _store(dsn, schema, migrate=True)
     try:
         if name is None:
+            if not store.limits():
+                typer.echo("no limits set (foreperson db limit NAME --max-active N / --rate R)")
             for lim in store.limits().values():
                 typer.echo(f"{lim.name}: max_active={lim.max_active} rate_per_s={lim.rate_per_s} "
                            f"burst={lim.burst}")

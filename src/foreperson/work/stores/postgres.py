@@ -54,7 +54,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ...errors import MissingDependency, StoreError
+from ...errors import ConfigurationError, MissingDependency, StoreError
 from ..store import StoreStats, validate_new_tasks
 from ..task import Clock, Status, SystemClock, Task, from_epoch
 from ._pg_schema import FRESH, LATEST, MIGRATIONS
@@ -254,6 +254,7 @@ class PostgresStore:
                          "set_config('application_name', 'foreperson', false)",
                          (schema_name,))
 
+        self._probe(dsn, connect_timeout_s)
         self._pool = ConnectionPool(
             dsn, min_size=1, max_size=max(2, pool_size), open=False, configure=configure,
             kwargs={"autocommit": True}, timeout=connect_timeout_s,
@@ -280,6 +281,23 @@ class PostgresStore:
             raise
 
     # -- plumbing --------------------------------------------------------------
+    def _probe(self, dsn: str, timeout_s: float) -> None:
+        """Fail fast, in one line, on a malformed DSN or a server that refuses us (the
+        pool would retry quietly for ``connect_timeout_s``)."""
+        psycopg = self._psycopg
+        try:
+            psycopg.conninfo.conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError as exc:
+            raise ConfigurationError(
+                f"--dsn is not a PostgreSQL connection string ({str(exc).strip()}); expected "
+                "postgresql://user@host:port/database") from None
+        try:
+            psycopg.connect(dsn, connect_timeout=max(1, int(timeout_s)),
+                            autocommit=True).close()
+        except psycopg.Error as exc:
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise StoreError(f"cannot connect to PostgreSQL ({self._where()}): {reason}") from exc
+
     def _where(self) -> str:
         try:
             from psycopg.conninfo import conninfo_to_dict
