@@ -164,7 +164,18 @@ class OutputValidationError(RunError):
 
 
 class StoreError(ForepersonError):
-    """The task store failed. The driver's own exception is kept as ``__cause__``."""
+    """The task store failed. The driver's own exception is kept as ``__cause__``.
+
+    Attributes:
+        transient: True when trying again may work (a lost connection, a locked or full
+            database): a running supervisor keeps its results and retries. False for
+            what would fail the same way again (a bad statement, a closed store): the
+            run stops with this error.
+    """
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class Retry(Exception):  # noqa: N818 - a signal, named as an imperative

@@ -359,3 +359,35 @@ def test_a_blocking_task_past_its_timeout_fails_and_the_run_goes_on():
 
 def test_a_single_kind_may_be_given_as_a_string():
     assert Worker("w", "classify", fn=lambda t: None).can_do == frozenset({"classify"})
+
+
+class FlakyStore(MemoryStore):
+    """A memory store whose claims fail with a StoreError the first ``failures`` times."""
+
+    def __init__(self, failures: int, *, transient: bool) -> None:
+        super().__init__()
+        self.failures, self.transient = failures, transient
+
+    def assign(self, pairs, *, start=False):
+        if pairs and self.failures > 0:
+            self.failures -= 1
+            from foreperson.errors import StoreError
+            raise StoreError("database is locked", transient=self.transient)
+        return super().assign(pairs, start=start)
+
+
+def test_a_transient_store_failure_is_retried_and_nothing_is_lost():
+    sup = Supervisor(FlakyStore(2, transient=True))
+    sup.register(Worker("w", {"k"}, fn=lambda task: task.id, concurrency=2))
+    sup.add_tasks([Task("k", id=str(i)) for i in range(5)])
+    report = sup.run_sync(idle_wait_s=0.01)
+    assert report.stats.counts[Status.COMPLETED] == 5
+
+
+def test_a_store_error_that_would_repeat_stops_the_run_with_it():
+    from foreperson.errors import StoreError
+    sup = Supervisor(FlakyStore(1, transient=False))
+    sup.register(Worker("w", {"k"}, fn=lambda task: task.id))
+    sup.add_task(Task("k"))
+    with pytest.raises(StoreError, match="database is locked"):
+        sup.run_sync()

@@ -294,21 +294,22 @@ class Supervisor:
             ready = self.store.ready(kinds, room * 2)
             if self.strategy == "balanced":
                 ready.sort(key=self.estimate_s, reverse=True)     # longest first
-            pairs = []
-            for task in ready:
-                slot = pick_worker(self.strategy, task.kind, list(self._slots.values()), self._rr)
-                if slot is None:
-                    continue
-                slot.active += 1
-                slot.load_s += self.estimate_s(task)
-                pairs.append((task.id, slot.name))
-            claimed = self.store.assign(pairs, start=start)
-            for task_id, name in pairs:            # undo the tentative load
-                slot = self._slots[name]
-                slot.active -= 1
-            est = {t.id: self.estimate_s(t) for t in ready}
-            for task_id, name in pairs:
-                self._slots[name].load_s -= est[task_id]
+            pairs: list[tuple[str, str, float]] = []
+            try:
+                for task in ready:
+                    slot = pick_worker(self.strategy, task.kind, list(self._slots.values()),
+                                       self._rr)
+                    if slot is None:
+                        continue
+                    estimate = self.estimate_s(task)
+                    slot.active += 1            # tentative, so the next pick sees it
+                    slot.load_s += estimate
+                    pairs.append((task.id, slot.name, estimate))
+                claimed = self.store.assign([(t, w) for t, w, _ in pairs], start=start)
+            finally:                            # undo the tentative load, even on failure
+                for _, name, estimate in pairs:
+                    self._slots[name].active -= 1
+                    self._slots[name].load_s -= estimate
             for task in claimed:
                 self._hold(task)
             return [(self.workers[t.assigned_to or ""], t) for t in claimed]
@@ -598,6 +599,8 @@ class Supervisor:
 
         Raises:
             ConfigurationError: no worker is registered.
+            StoreError: the store failed in a way retrying cannot fix (``transient`` is
+                False); transient failures are retried with a growing pause.
         """
         if not self.workers:
             raise ConfigurationError("no workers registered: call supervisor.register(Worker(...))")
@@ -612,58 +615,67 @@ class Supervisor:
             self.history.append((stats.now.timestamp(), dict(stats.counts)))
             return stats
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._heartbeat_loop)
-            waiter = getattr(self.store, "wait_for_work", None)
-            if waiter is not None:     # e.g. PostgreSQL LISTEN: wake when work is added
-                tg.start_soon(self._listen, waiter)
-            for name, worker in self.workers.items():
-                for _ in range(worker.concurrency):
-                    tg.start_soon(self._consume, worker, inboxes[name])
-            final: StoreStats | None = None
-            while True:
-                self._wake = anyio.Event()
-                outcomes, self._outcomes = self._outcomes, []
-                started, self._started = self._started, []
-                try:
-                    with anyio.CancelScope(shield=True):   # a started status write finishes
-                        handed, stats = await anyio.to_thread.run_sync(
-                            self._cycle, outcomes, started, sample, limiter=store_limiter)
-                except StoreError as exc:   # unreachable: keep the outcomes, retry
-                    await self._store_unavailable(exc, outcomes, started)
-                    continue
-                for worker, task in handed:
-                    inboxes[worker.name].put(task)
-                now = time.monotonic()
-                busy = self._inflight or handed or self._outcomes or self._started
-                due = now >= next_progress
-                if stats is None and due:
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._heartbeat_loop)
+                waiter = getattr(self.store, "wait_for_work", None)
+                if waiter is not None:     # e.g. PostgreSQL LISTEN: wake when work is added
+                    tg.start_soon(self._listen, waiter)
+                for name, worker in self.workers.items():
+                    for _ in range(worker.concurrency):
+                        tg.start_soon(self._consume, worker, inboxes[name])
+                final: StoreStats | None = None
+                while True:
+                    self._wake = anyio.Event()
+                    outcomes, self._outcomes = self._outcomes, []
+                    started, self._started = self._started, []
                     try:
-                        stats = await anyio.to_thread.run_sync(sample, limiter=store_limiter)
-                    except StoreError as exc:   # the turn itself is settled: just wait
-                        await self._store_unavailable(exc, [], [])
+                        with anyio.CancelScope(shield=True):   # a started status write finishes
+                            handed, stats = await anyio.to_thread.run_sync(
+                                self._cycle, outcomes, started, sample, limiter=store_limiter)
+                    except StoreError as exc:   # unreachable: keep the outcomes, retry
+                        if not exc.transient:   # would fail the same way again: stop here
+                            raise
+                        await self._store_unavailable(exc, outcomes, started)
                         continue
-                if stats is not None:
-                    if due:     # history is sampled every progress_every_s, callback or not
-                        next_progress = now + progress_every_s
-                        if progress is not None:
-                            progress(stats)
-                    if not busy and ((until_finished and stats.unfinished == 0)
-                                     or self._stopping):
-                        final = stats
-                        break
-                if now >= next_overdue_check:   # a prefetched task stuck behind a long one
-                    next_overdue_check = now + 0.25
-                    await self._release_overdue(inboxes)
-                if self._stopping:
-                    await self._give_back_queued(inboxes)
-                    if not self._inflight and not self._outcomes:
-                        break
-                if not self._outcomes and len(handed) < self.claim_batch:
-                    with anyio.move_on_after(idle_wait_s):
-                        await self._wake.wait()
+                    for worker, task in handed:
+                        inboxes[worker.name].put(task)
+                    now = time.monotonic()
+                    busy = self._inflight or handed or self._outcomes or self._started
+                    due = now >= next_progress
+                    if stats is None and due:
+                        try:
+                            stats = await anyio.to_thread.run_sync(sample, limiter=store_limiter)
+                        except StoreError as exc:   # the turn itself is settled: just wait
+                            if not exc.transient:
+                                raise
+                            await self._store_unavailable(exc, [], [])
+                            continue
+                    if stats is not None:
+                        if due:     # history is sampled every progress_every_s, callback or not
+                            next_progress = now + progress_every_s
+                            if progress is not None:
+                                progress(stats)
+                        if not busy and ((until_finished and stats.unfinished == 0)
+                                         or self._stopping):
+                            final = stats
+                            break
+                    if now >= next_overdue_check:   # a prefetched task stuck behind a long one
+                        next_overdue_check = now + 0.25
+                        await self._release_overdue(inboxes)
+                    if self._stopping:
+                        await self._give_back_queued(inboxes)
+                        if not self._inflight and not self._outcomes:
+                            break
+                    if not self._outcomes and len(handed) < self.claim_batch:
+                        with anyio.move_on_after(idle_wait_s):
+                            await self._wake.wait()
 
-            tg.cancel_scope.cancel()
+                tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:   # one failure: raise it, not a group
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
         self._wake = None
         stats = final or await anyio.to_thread.run_sync(sample)
         if progress is not None:

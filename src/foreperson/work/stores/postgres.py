@@ -263,7 +263,8 @@ class PostgresStore:
             self._pool.open(wait=True, timeout=connect_timeout_s)
         except Exception as exc:
             self._pool.close()
-            raise StoreError(f"cannot connect to PostgreSQL ({self._where()}): {exc}") from exc
+            raise StoreError(f"cannot connect to PostgreSQL ({self._where()}): {exc}",
+                             transient=True) from exc
         try:
             version = self.schema_version
             if version > LATEST:
@@ -296,7 +297,8 @@ class PostgresStore:
                             autocommit=True).close()
         except psycopg.Error as exc:
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise StoreError(f"cannot connect to PostgreSQL ({self._where()}): {reason}") from exc
+            raise StoreError(f"cannot connect to PostgreSQL ({self._where()}): {reason}",
+                             transient=True) from exc
 
     def _where(self) -> str:
         try:
@@ -317,7 +319,11 @@ class PostgresStore:
             # next call reconnects instead of failing once per stale connection.
             with contextlib.suppress(Exception):
                 self._pool.check()
-        return StoreError(f"PostgreSQL ({self._where()}, schema {self.schema}): {exc}")
+        transient = isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
+        if getattr(self._local, "conn", None) is not None and transient:
+            self._local.transient = True
+        return StoreError(f"PostgreSQL ({self._where()}, schema {self.schema}): {exc}",
+                          transient=transient)
 
     @contextmanager
     def _cursor(self, *, transaction: bool) -> Iterator[psycopg.Cursor]:
@@ -370,13 +376,15 @@ class PostgresStore:
             with self._pool.connection() as conn, conn.transaction():
                 self._local.conn = conn
                 self._local.failed = False
+                self._local.transient = False
                 try:
                     yield
                 finally:
                     self._local.conn = None
                 if self._local.failed:
                     raise StoreError("a database error aborted this batch; "
-                                     "nothing of it was committed")
+                                     "nothing of it was committed",
+                                     transient=self._local.transient)
         except psycopg.Error as exc:
             raise self._failed(exc) from exc
 

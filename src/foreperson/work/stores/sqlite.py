@@ -196,12 +196,14 @@ class SqliteStore:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: cannot start a transaction: {exc}") from exc
+                raise StoreError(f"{self.path}: cannot start a transaction: {exc}",
+                                 transient=isinstance(exc, sqlite3.OperationalError)) from exc
             try:
                 yield self._conn
             except sqlite3.Error as exc:
                 self._conn.execute("ROLLBACK")
-                raise StoreError(f"{self.path}: {exc}") from exc
+                raise StoreError(f"{self.path}: {exc}",
+                             transient=isinstance(exc, sqlite3.OperationalError)) from exc
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
@@ -210,7 +212,8 @@ class SqliteStore:
                     self._conn.execute("COMMIT")
                 except sqlite3.Error as exc:
                     self._conn.execute("ROLLBACK")
-                    raise StoreError(f"{self.path}: commit failed: {exc}") from exc
+                    raise StoreError(f"{self.path}: commit failed: {exc}",
+                                     transient=isinstance(exc, sqlite3.OperationalError)) from exc
 
     @contextmanager
     def _savepoint(self) -> Iterator[sqlite3.Connection]:
@@ -221,7 +224,8 @@ class SqliteStore:
             except sqlite3.Error as exc:
                 self._conn.execute("ROLLBACK TO op")
                 self._conn.execute("RELEASE op")
-                raise StoreError(f"{self.path}: {exc}") from exc
+                raise StoreError(f"{self.path}: {exc}",
+                             transient=isinstance(exc, sqlite3.OperationalError)) from exc
             except BaseException:
                 self._conn.execute("ROLLBACK TO op")
                 self._conn.execute("RELEASE op")
@@ -234,7 +238,8 @@ class SqliteStore:
             try:
                 return self._conn.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: {exc}") from exc
+                raise StoreError(f"{self.path}: {exc}",
+                             transient=isinstance(exc, sqlite3.OperationalError)) from exc
 
     # -- contract --------------------------------------------------------------
     def add(self, tasks: Sequence[Task]) -> list[str]:
@@ -301,7 +306,8 @@ class SqliteStore:
             try:
                 rows = self._ready_rows(self._conn, kinds, limit, self.clock.now())
             except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: {exc}") from exc
+                raise StoreError(f"{self.path}: {exc}",
+                             transient=isinstance(exc, sqlite3.OperationalError)) from exc
         return [_row_to_task(r) for r in rows]
 
     def _take(self, db: sqlite3.Connection, task_id: str, worker: str, now: float,
