@@ -14,8 +14,9 @@
     └── StoreError                  the task store failed; the driver error is __cause__
 
 Signals raised *by user code* inside a task stand outside the tree, with imperative
-names: :class:`Retry` (retry this task, optionally after a delay) and :class:`GiveUp`
-(do not retry: park the task DEAD now).
+names: :class:`Retry` (retry this task, optionally after a delay), :class:`RateLimited`
+(a shared resource said "too many requests": back the resource off, keep the attempt)
+and :class:`GiveUp` (do not retry: park the task DEAD now).
 
 Also outside the tree: the test doubles of :mod:`foreperson.testing` fail with
 ``AssertionError`` subclasses (``UnexpectedModelCall``, ``UnusedReplies``), as failed test
@@ -33,6 +34,7 @@ __all__ = [
     "InvalidPlan",
     "LeaseLost",
     "MissingDependency",
+    "RateLimited",
     "ModelError",
     "OutputValidationError",
     "Retry",
@@ -193,3 +195,25 @@ class Retry(Exception):  # noqa: N818 - a signal, named as an imperative
 
 class GiveUp(Exception):  # noqa: N818 - a signal, named as an imperative
     """Raise inside a task to park it DEAD at once, with ``reason``, without retrying."""
+
+
+class RateLimited(Retry):  # noqa: N818 - a signal, named as what happened
+    """Raise inside a task when a shared resource refused the call as too frequent
+    (HTTP 429): a signal, like :class:`~foreperson.errors.Retry`.
+
+    With a store that limits resources across machines
+    (:class:`~foreperson.work.stores.postgres.PostgresStore`), the attempt is given back
+    (not counted against ``max_attempts``: the task did nothing wrong) and the resource
+    is closed to every worker for ``after_s`` seconds, so nobody keeps hammering it.
+    Other stores treat it as :class:`~foreperson.errors.Retry` (a counted attempt).
+    Seed 000: "retrying instantly makes it worse".
+
+    Args:
+        resource: the resource that refused, as tasks name it in ``locks``; None = every
+            rate-limited resource the task uses.
+        after_s: seconds to keep off it (the ``Retry-After``); None = the backoff.
+    """
+
+    def __init__(self, resource: str | None = None, *, after_s: float | None = None) -> None:
+        super().__init__(f"rate limited by {resource or 'a shared resource'}", after_s=after_s)
+        self.resource = resource

@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..errors import ConfigurationError, GiveUp, Retry
+from ..errors import ConfigurationError, GiveUp, RateLimited
 from .task import Task
 
 if TYPE_CHECKING:
     from .store import TaskStore
     from .supervisor import Supervisor
 
-__all__ = ["RateLimited", "TaskContext", "Worker", "current_task"]
+__all__ = ["TaskContext", "Worker", "checked_result", "current_task"]
 
 TaskFn = Callable[[Task], Any] | Callable[[Task], Awaitable[Any]]
 
@@ -71,26 +71,6 @@ class TaskContext:
         return out
 
 
-class RateLimited(Retry):
-    """Raise inside a task when a shared resource refused the call as too frequent
-    (HTTP 429): a signal, like :class:`~foreperson.errors.Retry`.
-
-    With a store that limits resources across machines
-    (:class:`~foreperson.work.stores.postgres.PostgresStore`), the attempt is given back
-    (not counted against ``max_attempts``: the task did nothing wrong) and the resource
-    is closed to every worker for ``after_s`` seconds, so nobody keeps hammering it.
-    Other stores treat it as :class:`~foreperson.errors.Retry` (a counted attempt).
-    Seed 000: "retrying instantly makes it worse".
-
-    Args:
-        resource: the resource that refused, as tasks name it in ``locks``; None = every
-            rate-limited resource the task uses.
-        after_s: seconds to keep off it (the ``Retry-After``); None = the backoff.
-    """
-
-    def __init__(self, resource: str | None = None, *, after_s: float | None = None) -> None:
-        super().__init__(f"rate limited by {resource or 'a shared resource'}", after_s=after_s)
-        self.resource = resource
 
 
 def checked_result(result: Any) -> Any:

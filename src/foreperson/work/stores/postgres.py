@@ -26,7 +26,7 @@ what PostgreSQL adds:
   token bucket updated inside the claim); ``kind:<kind>`` limits a whole kind. A task
   whose resource is full or out of tokens is simply not claimed (no worker slot waits on
   it); a 429 from the resource is reported with
-  :class:`~foreperson.work.worker.RateLimited`, and :meth:`PostgresStore.back_off` gives
+  :class:`~foreperson.errors.RateLimited`, and :meth:`PostgresStore.back_off` gives
   the attempt back and pushes the resource's next free time for every machine.
 * **Wake-ups, not polling.** Adding tasks, a task going back to PENDING, a lock slot
   being freed and a task with dependents completing each ``NOTIFY`` the channel
