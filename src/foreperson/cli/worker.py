@@ -275,7 +275,11 @@ def worker(
 ) -> None:
     """Run an App's task functions as one worker process (start one per core, on any
     number of machines). Claims only the kinds it can do, only into free slots; sweeps
-    stale tasks; drains gracefully on SIGTERM/SIGINT."""
+    stale tasks; drains gracefully on SIGTERM/SIGINT.
+
+    The ticket job's workers: foreperson worker foreperson.tickets.job --dsn DSN
+    (they read FOREPERSON_TICKETS_EXAMPLES, FOREPERSON_TICKETS_MODEL and
+    FOREPERSON_TICKETS_BASE_URL, which must match the job's --examples / --model)."""
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = load_app(app_spec)
