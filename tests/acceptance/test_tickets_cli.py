@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -173,7 +172,8 @@ def test_a_changed_input_is_not_mixed_with_an_earlier_run(tmp_path):
     again = foreperson("tickets", "tickets.csv", "--workers", "2", "--no-progress",
                        cwd=tmp_path, check=False)
     assert again.returncode == 2
-    assert "tickets.csv:2: ticket 1 is not the ticket with that id already processed" in again.stderr
+    assert ("tickets.csv:2: ticket 1 is not the ticket with that id already processed"
+            in again.stderr)
     labelled = tmp_path / "labels.csv"
     labelled.write_text("text,label\nrefund my money,money\napp crash,bugs\n")
     (tmp_path / "tickets.csv").write_text("subject,body\nRefund,charged twice\nCrash,app crashes\n")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from datetime import timezone
+from datetime import UTC
 
 import pytest
 
@@ -27,7 +27,7 @@ def test_add_and_get_round_trip(make_store, clock):
     assert (got.kind, got.payload, got.max_attempts, got.estimate_s, got.locks) == (
         "k", {"text": "héllo", "n": [1, 2]}, 5, 2.5, ["row:1"])
     assert got.status is Status.PENDING and got.attempts == 0 and got.lease_token is None
-    assert got.created_at.tzinfo == timezone.utc
+    assert got.created_at.tzinfo == UTC
     assert got.created_at.timestamp() == pytest.approx(clock.now())
     assert store.get("missing") is None
 

@@ -21,7 +21,7 @@ from foreperson.errors import MissingDependency, StoreError
 from foreperson.work import Status, Supervisor, Task, Worker
 from foreperson.work.stores import _pg_schema
 from foreperson.work.stores.postgres import PostgresStore, migrate_schema
-from foreperson.work.worker import RateLimited
+from foreperson.errors import RateLimited
 
 pytestmark = pytest.mark.postgres
 

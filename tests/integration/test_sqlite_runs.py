@@ -142,3 +142,21 @@ def test_a_paused_worker_cannot_complete_after_its_lease_was_taken(tmp_path):
     task = SqliteStore(db).get("t")
     assert task.result == {"by": "b"} and task.attempts == 2
     assert reports["a"].lease_lost == 1
+
+
+def test_once_tells_a_worker_that_lost_its_lease_to_stop(tmp_path):
+    import pytest
+
+    from foreperson.errors import LeaseLost
+    from foreperson.work import TaskContext
+
+    store = SqliteStore(tmp_path / "tasks.db")
+    store.add([Task("k", id="t")])
+    first = store.claim("old", {"k"}, 1)[0]
+    assert TaskContext(first, "old", store).once("send")
+    assert not TaskContext(first, "old", store).once("send")     # already done, still ours
+    store.release("t", first.lease_token)
+    second = store.claim("new", {"k"}, 1)[0]
+    with pytest.raises(LeaseLost, match="lease lost"):
+        TaskContext(first, "old", store).once("other")
+    assert not TaskContext(second, "new", store).once("send")    # the claim key is shared

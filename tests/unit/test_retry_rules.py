@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import pytest
@@ -65,7 +65,7 @@ def test_errors_are_classified_before_retrying(error, retry):
 
 def test_retry_after_header_in_seconds_or_as_a_date():
     assert retry_after_seconds(HTTPError(429, {"retry-after": "7"})) == 7.0
-    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
     later = format_datetime(now + timedelta(seconds=30), usegmt=True)
     assert retry_after_seconds(HTTPError(503, {"Retry-After": later}), now=now) == 30.0
     assert retry_after_seconds(HTTPError(503, {"retry-after": "soon"})) is None

@@ -99,7 +99,7 @@ def test_transient_error_is_retried_with_backoff_then_dead():
     task = sup.store.get("t")
     assert task.status is Status.DEAD and task.attempts == 3 and len(calls) == 3
     assert [e["attempt"] for e in task.errors] == [1, 2, 3]
-    assert all("TimeoutError: upstream timed out" == e["error"] for e in task.errors)
+    assert all(e["error"] == "TimeoutError: upstream timed out" for e in task.errors)
     assert report.retries == 2
 
 

@@ -45,11 +45,9 @@ def tickets(
 
     Example: foreperson tickets tickets.csv --workers 8 --db tickets.db --out results.jsonl
     """
-    from ..tickets.job import run_job
+    from ..tickets.job import check_output_path, run_job
     from ..tickets.model import TicketModel, bundled_examples, load_examples
     from ..tickets.reader import read_tickets
-
-    from ..tickets.job import check_output_path
 
     if examples is None and (examples_text_column or examples_label_column):
         raise ConfigurationError("--examples-text-column / --examples-label-column go with "

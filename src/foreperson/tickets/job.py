@@ -173,7 +173,8 @@ def check_output_path(path: str | Path) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigurationError(f"--out {path}: cannot create its folder: {exc.strerror}") from None
+        raise ConfigurationError(
+            f"--out {path}: cannot create its folder: {exc.strerror}") from None
     if not os.access(path if path.exists() else path.parent, os.W_OK):
         raise ConfigurationError(f"--out {path}: not writable")
     return path

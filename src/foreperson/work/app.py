@@ -66,7 +66,8 @@ class App:
         unknown = chosen - set(self.functions)
         if unknown:
             raise ConfigurationError(
-                f"the app has no task function for {sorted(unknown)}; it has {sorted(self.functions)}")
+                f"the app has no task function for {sorted(unknown)}; "
+                f"it has {sorted(self.functions)}")
         fns = {k: self.functions[k] for k in chosen}
         if not fns:
             raise ConfigurationError("the app has no task functions")

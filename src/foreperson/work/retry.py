@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import random
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from datetime import datetime, timezone
 
 from ..errors import GiveUp, Retry
 
@@ -73,7 +73,8 @@ def is_retryable(exc: BaseException) -> bool:
     no; an HTTP status 408, 409, 425, 429 or 5xx yes, any other 4xx no; timeouts and
     connection errors (including httpx's, recognised by name) yes; validation and
     programming errors (ValueError, TypeError, KeyError, AssertionError, any
-    ``…ValidationError`` such as pydantic's) no; anything else yes (assumed transient, bounded by ``max_attempts``).
+    ``…ValidationError`` such as pydantic's) no; anything else yes (assumed
+    transient, bounded by ``max_attempts``).
 
     Args:
         exc: the exception a task or a model call raised.
@@ -124,5 +125,5 @@ def retry_after_seconds(exc: BaseException, *, now: datetime | None = None) -> f
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     return max(0.0, (when - now).total_seconds())

@@ -13,8 +13,8 @@ the current token, so a worker whose task was reclaimed cannot write any more.
 from __future__ import annotations
 
 import graphlib
-from contextlib import AbstractContextManager
 from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable

@@ -25,13 +25,13 @@ from typing import Any
 
 import anyio
 
-from ..errors import ConfigurationError, InvalidPlan, StoreError
+from ..errors import ConfigurationError, InvalidPlan, RateLimited, StoreError
 from .retry import backoff_seconds, is_retryable, retry_after_seconds
 from .store import StoreStats, TaskStore
 from .stores.memory import MemoryStore
 from .strategies import STRATEGIES, WorkerSlot, pick_worker
 from .task import Clock, Status, SystemClock, Task
-from .worker import RateLimited, Worker
+from .worker import Worker
 
 __all__ = ["RunReport", "Supervisor"]
 
@@ -423,6 +423,8 @@ class Supervisor:
         status = self.store.fail(task_id, token, text, retry_at=retry_at)
         if status is None:
             self.lease_lost += 1
+            log.warning("task %s: result discarded, lease lost (the attempt ended with %s)",
+                        task_id, text)
         elif status is Status.FAILED:
             self.retries += 1
         elif status is Status.DEAD:

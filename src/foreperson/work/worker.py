@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..errors import ConfigurationError, GiveUp, RateLimited
+from ..errors import ConfigurationError, GiveUp, LeaseLost
 from .task import Task
 
 if TYPE_CHECKING:
@@ -50,11 +50,21 @@ class TaskContext:
         the lease (seed 000: "make the side effect conditional on a claim key derived
         from the task ID"). Do the effect only when it returns True.
 
+        Returns:
+            True: do the effect now. False: it was claimed before (by an earlier attempt).
+
         Raises:
+            LeaseLost: this worker no longer holds the task (it was reclaimed after
+                ``stale_after``, or finished elsewhere): stop, do nothing more.
             StoreError: the store failed.
         """
         key = f"{self.task.claim_key}:{name}"
-        return self.store.claim_effect(key, self.task.id, self.task.lease_token or "")
+        token = self.task.lease_token or ""
+        if self.store.claim_effect(key, self.task.id, token):
+            return True
+        if self.store.heartbeat({self.task.id: token}):      # the lease is gone
+            raise LeaseLost(self.task.id)
+        return False
 
 
     def dependency_results(self) -> dict[str, Any]:
@@ -147,7 +157,8 @@ class Worker:
         self._limiter: anyio.CapacityLimiter | None = None
 
     def __repr__(self) -> str:
-        return f"Worker({self.name!r}, can_do={sorted(self.can_do)}, concurrency={self.concurrency})"
+        return (f"Worker({self.name!r}, can_do={sorted(self.can_do)}, "
+                f"concurrency={self.concurrency})")
 
     def execute(self, task: Task) -> Any:
         """Do the work of one task and return its JSON result.
