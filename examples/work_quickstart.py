@@ -11,7 +11,7 @@ import os
 import sys
 import tempfile
 
-from foreperson import GiveUp, Supervisor, SqliteStore, Status, Task, Worker, current_task
+from foreperson import GiveUp, SqliteStore, Status, Supervisor, Task, Worker, current_task
 
 FLAKY = {"calls": 0}
 
