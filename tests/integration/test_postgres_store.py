@@ -17,11 +17,10 @@ import pytest
 from _pg_procs import Cluster, Db, wait_until
 from psycopg import sql
 
-from foreperson.errors import MissingDependency, StoreError
+from foreperson.errors import MissingDependency, RateLimited, StoreError
 from foreperson.work import Status, Supervisor, Task, Worker
 from foreperson.work.stores import _pg_schema
 from foreperson.work.stores.postgres import PostgresStore, migrate_schema
-from foreperson.errors import RateLimited
 
 pytestmark = pytest.mark.postgres
 
