@@ -291,7 +291,7 @@ class Supervisor:
                 return [(self.workers[t.assigned_to or ""], t) for t in claimed]
             kinds = set().union(*(s.can_do for s in free))
             room = min(sum(s.capacity - s.active for s in free), self.claim_batch)
-            ready = self.store.ready(kinds, room * 2)
+            ready = self.store.ready(kinds, room)
             if self.strategy == "balanced":
                 ready.sort(key=self.estimate_s, reverse=True)     # longest first
             pairs: list[tuple[str, str, float]] = []
@@ -623,9 +623,7 @@ class Supervisor:
                 waiter = getattr(self.store, "wait_for_work", None)
                 if waiter is not None:     # e.g. PostgreSQL LISTEN: wake when work is added
                     tg.start_soon(self._listen, waiter)
-                for name, worker in self.workers.items():
-                    for _ in range(worker.concurrency):
-                        tg.start_soon(self._consume, worker, inboxes[name])
+                consuming: set[str] = set()     # a worker's slots start with its first task
                 final: StoreStats | None = None
                 while True:
                     self._wake = anyio.Event()
@@ -641,6 +639,10 @@ class Supervisor:
                         await self._store_unavailable(exc, outcomes, started)
                         continue
                     for worker, task in handed:
+                        if worker.name not in consuming:
+                            consuming.add(worker.name)
+                            for _ in range(worker.concurrency):
+                                tg.start_soon(self._consume, worker, inboxes[worker.name])
                         inboxes[worker.name].put(task)
                     now = time.monotonic()
                     busy = self._inflight or handed or self._outcomes or self._started
