@@ -291,12 +291,14 @@ class Supervisor:
                 return [(self.workers[t.assigned_to or ""], t) for t in claimed]
             kinds = set().union(*(s.can_do for s in free))
             room = min(sum(s.capacity - s.active for s in free), self.claim_batch)
-            ready = self.store.ready(kinds, room)
+            ready = self.store.ready(kinds, room * 2)     # look ahead: longest first
             if self.strategy == "balanced":
                 ready.sort(key=self.estimate_s, reverse=True)     # longest first
             pairs: list[tuple[str, str, float]] = []
             try:
                 for task in ready:
+                    if len(pairs) >= room:
+                        break
                     slot = pick_worker(self.strategy, task.kind, list(self._slots.values()),
                                        self._rr)
                     if slot is None:
