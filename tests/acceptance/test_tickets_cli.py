@@ -180,6 +180,7 @@ def test_a_changed_input_is_not_mixed_with_an_earlier_run(tmp_path):
     other = foreperson("tickets", "tickets.csv", "--examples", "labels.csv", "--no-progress",
                        cwd=tmp_path, check=False)
     assert other.returncode == 2 and "other examples or another model" in other.stderr
+    assert "2 label(s) have fewer than 3 examples" in other.stderr
     assert len(read_results(tmp_path / "tickets.results.jsonl")) == 2     # nothing lost
 
 

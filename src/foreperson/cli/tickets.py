@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -65,6 +66,12 @@ def tickets(
     if examples is not None:
         training = load_examples(examples, text_column=examples_text_column,
                                  label_column=examples_label_column)
+        per_label = Counter(e.category for e in training)
+        thin = sorted(label for label, n in per_label.items() if n < 3)
+        if thin:
+            typer.echo(f"warning: {examples}: {len(thin)} label(s) have fewer than 3 examples "
+                       f"({', '.join(thin[:5])}{' ...' if len(thin) > 5 else ''}); the "
+                       "classifier will be unsure about them", err=True)
     else:
         training = bundled_examples()
     if model is not None:
