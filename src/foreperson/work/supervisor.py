@@ -466,13 +466,9 @@ class Supervisor:
                ) -> tuple[list[tuple[Worker, Task]], StoreStats | None]:
         """Record starts, settle finished attempts and hand out new work, in one store
         transaction; when nothing is left in flight, also take a snapshot."""
-        handed = self._settle_and_dispatch(outcomes, started)
+        handed = self._settle_then_claim(outcomes, started)
         idle = not handed and not self._inflight
         return handed, (sample() if idle else None)
-
-    def _settle_and_dispatch(self, outcomes: list[tuple[Task, bool, Any]],
-                             started: list[Task]) -> list[tuple[Worker, Task]]:
-        return self._settle_then_claim(outcomes, started)
 
     def _release(self, task: Task) -> None:
         self._let_go(task.id, task.lease_token or "")
