@@ -214,3 +214,18 @@ def test_usage_errors_are_one_clear_message(tmp_path):
     out_dir = foreperson("tickets", str(ROOT / "examples" / "tickets_sample.csv"), "--out",
                          str(tmp_path), cwd=tmp_path, check=False)
     assert out_dir.returncode == 2 and "not a regular file" in out_dir.stderr
+
+
+def test_the_job_ends_when_its_own_tickets_are_done(tmp_path):
+    """Other work in the same database (another app's tasks) does not keep it running."""
+    from foreperson.work import Task
+    store = SqliteStore(tmp_path / "shared.db")
+    store.add([Task("someone_elses_kind", id="other-app-task")])
+    store.close()
+    (tmp_path / "in.csv").write_text("id,body\n1,please refund\n2,app crashes\n")
+    done = foreperson("tickets", "in.csv", "--workers", "2", "--db", "shared.db", "--out",
+                      "o.jsonl", "--no-progress", cwd=tmp_path)
+    assert "2/2 tickets written" in done.stdout
+    store = SqliteStore(tmp_path / "shared.db")
+    assert store.get("other-app-task").status is Status.PENDING
+    store.close()

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import socket
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -44,6 +45,7 @@ OUTPUT_FIELDS = ("id", "category", "priority", "needs_human", "reason", "draft_r
 
 app = App()
 _model: Any = None   # TicketModel or LlmTicketModel
+_model_lock = threading.Lock()
 
 
 def configure(model: Any) -> None:
@@ -60,17 +62,21 @@ def _current_model() -> TicketModel:
     (a labelled file; default the bundled examples), ``FOREPERSON_TICKETS_MODEL`` and
     ``FOREPERSON_TICKETS_BASE_URL`` (a language model instead of the offline one)."""
     global _model
-    if _model is None:
-        path = os.environ.get("FOREPERSON_TICKETS_EXAMPLES")
-        examples = load_examples(path) if path else bundled_examples()
-        llm = os.environ.get("FOREPERSON_TICKETS_MODEL")
-        if llm:
-            from .llm import LlmTicketModel
-            _model = LlmTicketModel(llm, examples,
-                                    base_url=os.environ.get("FOREPERSON_TICKETS_BASE_URL"))
-        else:
-            _model = TicketModel(examples)
+    with _model_lock:            # worker threads start together: train once
+        if _model is None:
+            _model = _model_from_environment()
     return _model
+
+
+def _model_from_environment() -> Any:
+    path = os.environ.get("FOREPERSON_TICKETS_EXAMPLES")
+    examples = load_examples(path) if path else bundled_examples()
+    llm = os.environ.get("FOREPERSON_TICKETS_MODEL")
+    if llm:
+        from .llm import LlmTicketModel
+        return LlmTicketModel(llm, examples,
+                              base_url=os.environ.get("FOREPERSON_TICKETS_BASE_URL"))
+    return TicketModel(examples)
 
 
 def model_fingerprint(model: Any) -> str:
@@ -406,10 +412,24 @@ async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, wor
         for i in range(workers):
             supervisor.register(make(f"{host}:{os.getpid()}:w{i + 1}"))
 
+        def job_done() -> bool:
+            """Every ticket of this input is written or has a DEAD task (other work in a
+            shared database does not keep the job running)."""
+            open_tickets = wanted - outbox.sent
+            if not open_tickets:
+                return True
+            dead = {t.id.rsplit("/", 1)[0] for t in store.list_tasks(status=Status.DEAD)}
+            return open_tickets <= dead and not any(
+                t.id.rsplit("/", 1)[0] in open_tickets
+                for s in (Status.PENDING, Status.ASSIGNED, Status.RUNNING, Status.FAILED)
+                for t in store.list_tasks(status=s))
+
         def tick(stats: StoreStats) -> None:
             outbox.send(_finished_records(store, wanted))
             if progress is not None:
                 progress(stats, len(outbox.sent & wanted))
+            if workers > 0 and stats.unfinished and job_done():
+                supervisor.stop()
 
         if workers > 0:
             report = await supervisor.run(progress=tick)
@@ -422,7 +442,7 @@ async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, wor
                                                                 stale_after))
                 await anyio.to_thread.run_sync(store.park_blocked)
                 tick(stats)
-                if stats.unfinished == 0:
+                if stats.unfinished == 0 or job_done():
                     break
                 await anyio.sleep(0.5)
         outbox.send(_finished_records(store, wanted))

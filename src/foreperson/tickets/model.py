@@ -163,7 +163,8 @@ class TicketModel:
     Args:
         examples: the training set (see :func:`bundled_examples`, :func:`load_examples`).
         min_confidence: below this probability (0..1) a ticket needs a human; default
-            twice chance, ``2 / number of categories``.
+            twice chance, ``2 / number of categories``, but at most halfway from chance
+            to certain (0.75 with two categories).
 
     Raises:
         MissingDependency: scikit-learn is not installed.
@@ -186,8 +187,9 @@ class TicketModel:
         matrix = self.vectorizer.fit_transform([e.text for e in self.examples])
         self.categories = LogisticRegression(max_iter=3000, C=100.0)
         self.categories.fit(matrix, [e.category for e in self.examples])
+        labels = len(self.categories.classes_)
         self.min_confidence = (min_confidence if min_confidence is not None
-                               else 2.0 / len(self.categories.classes_))
+                               else min(2.0 / labels, 0.5 + 0.5 / labels))
         prioritised = [(i, e.priority) for i, e in enumerate(self.examples) if e.priority]
         self.priorities = None
         if len({p for _, p in prioritised}) >= 2:
