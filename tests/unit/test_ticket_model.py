@@ -117,3 +117,19 @@ def test_outbox_refuses_directories_and_devices(tmp_path):
         Outbox(tmp_path)
     with pytest.raises(ConfigurationError, match="not a regular file"):
         Outbox("/dev/null")
+
+
+def test_a_worker_with_another_model_never_claims_the_jobs_tasks(model):
+    from foreperson.tickets.job import model_fingerprint, ticket_app, ticket_tasks
+    from foreperson.tickets.model import Example
+    from foreperson.tickets.reader import Ticket
+    from foreperson.work import MemoryStore
+
+    other = TicketModel([Example("refund", "money"), Example("crash", "bugs")])
+    store = MemoryStore()
+    store.add(ticket_tasks(Ticket("1", "Refund", "charged twice", 2),
+                           model=model_fingerprint(model)))
+    wrong = ticket_app(other).worker("misconfigured")
+    right = ticket_app(model).worker("configured")
+    assert store.claim(wrong.name, wrong.can_do, 10) == []
+    assert [t.id for t in store.claim(right.name, right.can_do, 10)] == ["1/classify"]

@@ -36,14 +36,14 @@ from ..work.worker import current_task
 from .model import Classification, TicketModel, bundled_examples, load_examples
 from .reader import Ticket, TicketFile
 
-__all__ = ["CLASSIFY", "DRAFT", "TRIAGE", "JobReport", "Outbox", "app", "configure",
+__all__ = ["CLASSIFY", "DRAFT", "TRIAGE", "JobReport", "Outbox", "configure", "kinds_for",
+           "ticket_app",
            "run_job", "ticket_tasks"]
 
 CLASSIFY, DRAFT, TRIAGE = "classify_ticket", "draft_reply", "triage_ticket"
 OUTPUT_FIELDS = ("id", "category", "priority", "needs_human", "reason", "draft_reply",
                  "attempts")
 
-app = App()
 _model: Any = None   # TicketModel or LlmTicketModel
 _model_lock = threading.Lock()
 
@@ -92,22 +92,54 @@ def model_fingerprint(model: Any) -> str:
     return digest.hexdigest()[:16]
 
 
+def kinds_for(fingerprint: str) -> tuple[str, str, str]:
+    """The classify / draft / triage kinds of a model: ``classify_ticket:<fingerprint>`` …
+
+    The model is part of the kind, so a worker process configured with other examples
+    or another model never claims the job's tasks (a worker claims only the kinds it
+    can do) instead of failing them."""
+    return (f"{CLASSIFY}:{fingerprint}", f"{DRAFT}:{fingerprint}", f"{TRIAGE}:{fingerprint}")
+
+
+def ticket_app(model: Any = None) -> App:
+    """The ticket job's task functions for ``model`` (default: this process's model,
+    see :func:`configure`), under the kinds of :func:`kinds_for`."""
+    app = App()
+    fns = (classify_ticket, draft_reply, triage_ticket)
+    for kind, fn in zip(kinds_for(model_fingerprint(model or _current_model())), fns,
+                        strict=True):
+        app.task(kind)(fn)
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    """``app``: what ``foreperson worker foreperson.tickets.job`` runs, built from the
+    environment (see :func:`_current_model`)."""
+    if name == "app":
+        return ticket_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def ticket_tasks(ticket: Ticket, *, model: str = "", max_attempts: int = 3) -> list[Task]:
     """The three tasks of one ticket, with ids derived from the ticket id (so adding the
     same ticket twice is harmless).
 
     Args:
         ticket: the ticket.
-        model: the :func:`model_fingerprint` the tasks must be run with.
+        model: the :func:`model_fingerprint` the tasks must be run with (it is part of
+            their kinds).
         max_attempts: attempts per task.
     """
+    classify_kind, draft_kind, triage_kind = kinds_for(model)
     text = {"ticket_id": ticket.id, "subject": ticket.subject, "body": ticket.body,
             "model": model}
-    classify = Task(CLASSIFY, text, id=f"{ticket.id}/classify", max_attempts=max_attempts)
-    draft = Task(DRAFT, {"ticket_id": ticket.id, "model": model}, id=f"{ticket.id}/draft",
-                 depends_on=[classify.id], max_attempts=max_attempts)
-    triage = Task(TRIAGE, {"ticket_id": ticket.id, "model": model}, id=f"{ticket.id}/triage",
-                  depends_on=[classify.id, draft.id], max_attempts=max_attempts)
+    classify = Task(classify_kind, text, id=f"{ticket.id}/classify",
+                    max_attempts=max_attempts)
+    draft = Task(draft_kind, {"ticket_id": ticket.id, "model": model},
+                 id=f"{ticket.id}/draft", depends_on=[classify.id], max_attempts=max_attempts)
+    triage = Task(triage_kind, {"ticket_id": ticket.id, "model": model},
+                  id=f"{ticket.id}/triage", depends_on=[classify.id, draft.id],
+                  max_attempts=max_attempts)
     return [classify, draft, triage]
 
 
@@ -127,7 +159,6 @@ def _text(payload: dict[str, Any]) -> str:
     return f"{payload.get('subject', '')}\n{payload.get('body', '')}".strip()
 
 
-@app.task(CLASSIFY)
 def classify_ticket(task: Task) -> dict[str, Any]:
     """Category, confidence and priority of the ticket in ``task.payload``."""
     result = _model_for(task).classify(_text(task.payload))
@@ -135,14 +166,12 @@ def classify_ticket(task: Task) -> dict[str, Any]:
             "priority": result.priority, "text": _text(task.payload)}
 
 
-@app.task(DRAFT)
 def draft_reply(task: Task) -> dict[str, Any]:
     """A draft reply from the nearest answered example of the same category."""
     (classified,) = current_task().dependency_results().values()
     return _model_for(task).draft(classified["text"], classified["category"])
 
 
-@app.task(TRIAGE)
 def triage_ticket(task: Task) -> dict[str, Any]:
     """The ticket's output record: needs_human with the reasons, and the draft."""
     ctx = current_task()
@@ -309,8 +338,9 @@ class JobReport:
     elapsed_s: float = 0.0
 
 
-def _finished_records(store: TaskStore, wanted: set[str]) -> list[dict[str, Any]]:
-    return [t.result for t in store.list_tasks(status=Status.COMPLETED, kind=TRIAGE)
+def _finished_records(store: TaskStore, wanted: set[str],
+                      triage_kind: str) -> list[dict[str, Any]]:
+    return [t.result for t in store.list_tasks(status=Status.COMPLETED, kind=triage_kind)
             if t.result and str(t.result.get("id")) in wanted]
 
 
@@ -323,7 +353,7 @@ def _check_earlier_run(tickets: TicketFile, store: TaskStore, outbox: Outbox,
         ConfigurationError: the stored tickets were processed with another model or
             examples, or --out holds results the task database does not know.
     """
-    stored = {t.id: t.payload for t in store.list_tasks(kind=CLASSIFY)}
+    stored = {t.id: t.payload for t in store.list_tasks() if t.id.endswith("/classify")}
     where = tickets.path or "<input>"
     for ticket in tickets.tickets:
         earlier = stored.get(f"{ticket.id}/classify")
@@ -402,6 +432,8 @@ async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, wor
             orphans = len(store.reclaim_stale(0.0))
         fingerprint = model_fingerprint(_current_model())
         _check_earlier_run(tickets, store, outbox, fingerprint)
+        app = ticket_app()
+        triage_kind = kinds_for(fingerprint)[2]
         supervisor = Supervisor(store, stale_after=stale_after, kinds=app.kinds)
         tasks = [task for t in tickets.tickets if t.id not in outbox.sent
                  for task in ticket_tasks(t, model=fingerprint, max_attempts=max_attempts)]
@@ -425,7 +457,7 @@ async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, wor
                 for t in store.list_tasks(status=s))
 
         def tick(stats: StoreStats) -> None:
-            outbox.send(_finished_records(store, wanted))
+            outbox.send(_finished_records(store, wanted, triage_kind))
             if progress is not None:
                 progress(stats, len(outbox.sent & wanted))
             if workers > 0 and stats.unfinished and job_done():
@@ -445,8 +477,8 @@ async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, wor
                 if stats.unfinished == 0 or job_done():
                     break
                 await anyio.sleep(0.5)
-        outbox.send(_finished_records(store, wanted))
-        results = _finished_records(store, wanted)
+        outbox.send(_finished_records(store, wanted, triage_kind))
+        results = _finished_records(store, wanted, triage_kind)
         dead = [(t.id, t.error or "") for t in store.list_tasks(status=Status.DEAD)
                 if t.id.rsplit("/", 1)[0] in wanted]
         return JobReport(
