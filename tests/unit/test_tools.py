@@ -249,3 +249,12 @@ async def test_results_return_in_call_order_whatever_order_they_finish_in() -> N
     assert finished == ["second", "first"]
     returned = tool_returns(result.messages)
     assert [(r.call_id, r.content) for r in returned] == [("call_1", "first"), ("call_2", "second")]
+
+
+def test_tool_call_arguments_that_are_none_or_not_text_do_not_escape():
+    from foreperson.models import ToolCall
+
+    assert ToolCall("now", None).arguments_dict() == {}          # type: ignore[arg-type]
+    import pytest as _pytest
+    with _pytest.raises(ValueError, match="JSON object"):
+        ToolCall("now", 5).arguments_dict()                       # type: ignore[arg-type]

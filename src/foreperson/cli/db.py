@@ -74,7 +74,7 @@ def limit(
     max_active: Annotated[Optional[int], typer.Option(  # noqa: UP045
         min=0, help="Most tasks holding the resource at once, on all machines.")] = None,
     rate: Annotated[Optional[float], typer.Option(  # noqa: UP045
-        help="Most claims per second, on all machines.")] = None,
+        min=0.001, max=1e6, help="Most claims per second, on all machines.")] = None,
     burst: Annotated[int, typer.Option(min=1, help="Claims allowed back to back.")] = 1,
     remove: Annotated[bool, typer.Option("--remove", help="Drop the limit.")] = False,
     dsn: Annotated[Optional[str], typer.Option(help=DSN_HELP)] = None,  # noqa: UP045

@@ -260,14 +260,15 @@ def worker(
              "or foreperson).")] = None,
     kinds: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="Comma-separated kinds to take (default: every kind the app has).")] = None,
-    concurrency: Annotated[int, typer.Option(min=1, help="Tasks run at once.")] = 1,
+    concurrency: Annotated[int, typer.Option(min=1, max=1024, help="Tasks run at once.")] = 1,
     prefetch: Annotated[Optional[int], typer.Option(  # noqa: UP045
-        min=0, help="Tasks claimed ahead of free slots, so the next starts at once "
+        min=0, max=1024, help="Tasks claimed ahead of free slots, so the next starts at once "
                     "(default: half the concurrency).")] = None,
     grace: Annotated[float, typer.Option(
-        min=0, help="Seconds in-flight tasks may take to finish after SIGTERM/SIGINT.")] = 30.0,
+        min=0, max=86400.0,
+        help="Seconds in-flight tasks may take to finish after SIGTERM/SIGINT.")] = 30.0,
     stale_after: Annotated[float, typer.Option(
-        min=0.1, help="Seconds without a heartbeat before a task is reclaimed "
+        min=0.1, max=7 * 86400.0, help="Seconds without a heartbeat before a task is reclaimed "
                       "(3-5x the p99 task duration).")] = 90.0,
     name: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="Worker name (default host:pid).")] = None,

@@ -93,6 +93,11 @@ class ToolCall:
         """
         if isinstance(self.arguments, dict):
             return self.arguments
+        if self.arguments is None:          # "no arguments", as some servers send it
+            return {}
+        if not isinstance(self.arguments, str):
+            raise ValueError(f"arguments must be a JSON object, got "
+                             f"{type(self.arguments).__name__}")
         text = self.arguments.strip()
         if not text:
             return {}

@@ -886,8 +886,9 @@ class PostgresStore:
         """
         if max_active is not None and max_active < 0:
             raise ValueError("max_active must be >= 0 (or None for no cap)")
-        if rate_per_s is not None and rate_per_s <= 0:
-            raise ValueError("rate_per_s must be > 0 (or None for no rate)")
+        if rate_per_s is not None and not (0.001 <= rate_per_s <= 1e6):   # also NaN, inf
+            raise ValueError("rate_per_s must be between 0.001 and 1,000,000 per second "
+                             "(or None for no rate)")
         if burst < 1:
             raise ValueError("burst must be >= 1")
         with self._cursor(transaction=True) as cur:
