@@ -12,13 +12,15 @@ DB_HELP = "SQLite task database file."
 DSN_HELP = "PostgreSQL DSN, e.g. postgresql://user@host/db (workers on many machines)."
 
 
-def open_store(db: str | None, dsn: str | None, *, must_exist: bool = False) -> TaskStore:
+def open_store(db: str | None, dsn: str | None, *, must_exist: bool = False,
+               schema: str | None = None) -> TaskStore:
     """Open the store named on the command line.
 
     Args:
         db: path of a SQLite file.
         dsn: a PostgreSQL DSN.
         must_exist: refuse a SQLite path that does not exist (for read-only commands).
+        schema: the PostgreSQL schema (default ``$FOREPERSON_PG_SCHEMA`` or foreperson).
 
     Raises:
         ConfigurationError: both or neither given, or a missing file with must_exist.
@@ -27,7 +29,7 @@ def open_store(db: str | None, dsn: str | None, *, must_exist: bool = False) -> 
         raise ConfigurationError("give --db (SQLite) or --dsn (PostgreSQL), not both")
     if dsn:
         from ..work.stores.postgres import PostgresStore
-        return PostgresStore(dsn)
+        return PostgresStore(dsn, schema=schema)
     if not db:
         raise ConfigurationError("say where the tasks are: --db PATH (SQLite) or --dsn DSN")
     if must_exist and not os.path.exists(db):

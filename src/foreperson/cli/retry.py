@@ -30,6 +30,7 @@ def retry(
     typer.echo(f"{len(revived)} task(s) back to pending")
     if missing:
         typer.echo(f"not DEAD or unknown, left alone: {', '.join(missing)}", err=True)
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

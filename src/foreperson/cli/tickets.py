@@ -23,6 +23,7 @@ def tickets(
     workers: Annotated[int, typer.Option("--workers", "-w", min=0, max=1024, help="Local workers; 0 = only supervise (with --dsn, remote `foreperson worker foreperson.tickets.job` processes do the work).")] = 8,
     db: Annotated[Optional[str], typer.Option(help=DB_HELP + " Created when missing; re-run with the same --db to continue after a crash. Default: INPUT's name + .tasks.db in the current folder.")] = None,  # noqa: UP045
     dsn: Annotated[Optional[str], typer.Option(help=DSN_HELP)] = None,  # noqa: UP045
+    schema: Annotated[Optional[str], typer.Option(help="PostgreSQL schema for this job's tasks (default: $FOREPERSON_PG_SCHEMA or foreperson); one per input, like --db. Remote workers need the same FOREPERSON_PG_SCHEMA.")] = None,  # noqa: UP045
     out: Annotated[Optional[Path], typer.Option(help="Results, one JSON line per ticket. Default: INPUT's name + .results.jsonl in the current folder.")] = None,  # noqa: UP045
     examples: Annotated[Optional[Path], typer.Option(help=EXAMPLES_HELP)] = None,  # noqa: UP045
     examples_text_column: Annotated[Optional[str], typer.Option(help="Text column of --examples (default: text / body / message / description / content, with subject prepended when present).")] = None,  # noqa: UP045
@@ -86,7 +87,9 @@ def tickets(
         ticket_model = TicketModel(training, min_confidence=min_confidence)
     if workers == 0 and not dsn:
         raise ConfigurationError("--workers 0 only makes sense with --dsn (remote workers)")
-    store = open_store(db, dsn)
+    if schema and not dsn:
+        raise ConfigurationError("--schema goes with --dsn")
+    store = open_store(db, dsn, schema=schema)
     show = sys.stderr.isatty() if progress is None else progress
     total = len(ticket_file.tickets)
     typer.echo(f"{total} tickets from {input_file} -> {out} (tasks in "

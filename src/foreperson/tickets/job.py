@@ -362,8 +362,8 @@ def _check_earlier_run(tickets: TicketFile, store: TaskStore, outbox: Outbox,
         if (earlier.get("subject"), earlier.get("body")) != (ticket.subject, ticket.body):
             raise InputError(
                 f"ticket {ticket.id} is not the ticket with that id already processed in "
-                "this task database (an earlier run on other input): use another --db and "
-                "--out for this input", path=where, line=ticket.line)
+                "this task database (an earlier run on other input): use another --db (or "
+                "--schema with --dsn) and --out for this input", path=where, line=ticket.line)
         if earlier.get("model", fingerprint) != fingerprint:
             raise ConfigurationError(
                 "the tickets in this task database were processed with other examples or "

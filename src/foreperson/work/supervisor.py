@@ -443,6 +443,9 @@ class Supervisor:
             leases = {task_id: f.token for task_id, f in self._inflight.items()}
         if leases:
             lost = self.store.heartbeat(leases)
+            with self._lock:        # settled meanwhile by this very supervisor: not lost
+                lost = {i for i in lost if i in self._inflight
+                        and self._inflight[i].token == leases[i]}
             if lost:
                 log.warning("lease lost for %d running task(s): %s", len(lost), sorted(lost)[:5])
 
