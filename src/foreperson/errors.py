@@ -115,7 +115,7 @@ class ModelError(RunError):
         status_code: the HTTP status of the failed response, or None (timeouts, connection
             errors, unreadable replies).
         retryable: whether another attempt could succeed (429, 5xx, timeouts: yes; other
-            4xx: no). When not given, :func:`foreperson.work.retry.is_retryable` decides
+            4xx: no). When not given, :func:`foreperson.retry.is_retryable` decides
             from ``status_code``.
         retry_after_s: seconds the server asked us to wait (``Retry-After``), or None.
         attempts: how many attempts were made before this error was raised (1 without
@@ -142,10 +142,10 @@ class ModelError(RunError):
     @property
     def retryable(self) -> bool:
         """Whether another attempt could succeed: the value given at construction, else
-        :func:`foreperson.work.retry.is_retryable` applied to this error."""
+        :func:`foreperson.retry.is_retryable` applied to this error."""
         if self._retryable is not None:
             return self._retryable
-        from .work.retry import is_retryable
+        from .retry import is_retryable
 
         return is_retryable(self)
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 from foreperson import GiveUp, Retry
-from foreperson.work.retry import backoff_seconds, is_retryable, retry_after_seconds
+from foreperson.errors import ConfigurationError
+from foreperson.retry import backoff_seconds, is_retryable, retry_after_seconds
 
 
 @given(st.integers(min_value=1, max_value=200), st.integers(min_value=0, max_value=2**31))
@@ -29,7 +30,7 @@ def test_backoff_spreads_tasks_that_failed_together():
 
 
 def test_backoff_rejects_nonsense():
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigurationError, match="attempt counts from 1"):
         backoff_seconds(0)
 
 

@@ -96,10 +96,7 @@ def limit(
             return
         if max_active is None and rate is None:
             raise ConfigurationError("give --max-active and/or --rate (or --remove)")
-        try:
-            store.set_limit(name, max_active=max_active, rate_per_s=rate, burst=burst)
-        except ValueError as exc:
-            raise ConfigurationError(str(exc)) from exc
+        store.set_limit(name, max_active=max_active, rate_per_s=rate, burst=burst)
         typer.echo(f"{name}: max_active={max_active} rate_per_s={rate} burst={burst}")
     finally:
         store.close()

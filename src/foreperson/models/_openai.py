@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from ..errors import ConfigurationError, MissingDependency, ModelError
-from ..work.retry import is_retryable, retry_after_seconds
+from ..retry import is_retryable, retry_after_seconds
 from ._base import ModelBase, output_schema, parse_output
 from ._messages import (
     Message,

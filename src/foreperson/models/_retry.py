@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 import anyio
 
 from ..errors import ModelError
-from ..work.retry import backoff_seconds, is_retryable, retry_after_seconds
+from ..retry import backoff_seconds, is_retryable, retry_after_seconds
 from ._base import Model, ModelBase
 from ._messages import Message, ModelRequestParameters, ModelResponse, TextDelta
 
@@ -22,7 +22,7 @@ logger = logging.getLogger("foreperson.models")
 class RetryingModel(ModelBase):
     """Retry a model's failed calls: HTTP 429, 5xx, timeouts and connection errors, with
     exponential backoff and jitter, honouring the server's ``Retry-After``. Other 4xx
-    fail at once (seed 000's classification, :func:`foreperson.work.retry.is_retryable`).
+    fail at once (seed 000's classification, :func:`foreperson.retry.is_retryable`).
 
     The adapters turn their SDK's own retries off, so these are the only ones.
 

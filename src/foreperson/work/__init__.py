@@ -1,7 +1,7 @@
 """The work layer: task records, stores, the supervisor and workers (seed 000)."""
 
+from ..retry import backoff_seconds, is_retryable
 from .app import App
-from .retry import backoff_seconds, is_retryable
 from .store import StoreStats, TaskStore
 from .stores import MemoryStore, SqliteStore
 from .supervisor import RunReport, Supervisor

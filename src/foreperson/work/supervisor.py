@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 
 from ..errors import ConfigurationError, InvalidPlan, RateLimited, StoreError
-from .retry import backoff_seconds, is_retryable, retry_after_seconds
+from ..retry import backoff_seconds, is_retryable, retry_after_seconds
 from .store import StoreStats, TaskStore
 from .stores.memory import MemoryStore
 from .strategies import STRATEGIES, WorkerSlot, pick_worker
@@ -395,7 +395,7 @@ class Supervisor:
         Args:
             task: the task as handed out, or its id.
             error: the exception (classified by
-                :func:`~foreperson.work.retry.is_retryable`) or a message (retryable).
+                :func:`~foreperson.retry.is_retryable`) or a message (retryable).
 
         Returns:
             the new status, or None when the lease was lost.

@@ -165,7 +165,7 @@ class Worker:
 
         Raise :class:`~foreperson.errors.Retry` or :class:`~foreperson.errors.GiveUp` to
         steer retries; any other exception is classified (see
-        :func:`~foreperson.work.retry.is_retryable`).
+        :func:`~foreperson.retry.is_retryable`).
 
         Raises:
             NotImplementedError: neither overridden nor given ``fn``.

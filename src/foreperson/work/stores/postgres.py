@@ -882,15 +882,18 @@ class PostgresStore:
             burst: claims allowed back to back before the rate applies (>= 1).
 
         Raises:
-            ValueError: a negative ``max_active``, a non-positive rate or burst < 1.
+            ConfigurationError: a negative ``max_active``, a rate outside 0.001..1e6 per
+                second (NaN and infinity included) or burst < 1.
         """
         if max_active is not None and max_active < 0:
-            raise ValueError("max_active must be >= 0 (or None for no cap)")
+            raise ConfigurationError(f"limit {name!r}: max_active must be >= 0 (or None for no "
+                                     f"cap), got {max_active}")
         if rate_per_s is not None and not (0.001 <= rate_per_s <= 1e6):   # also NaN, inf
-            raise ValueError("rate_per_s must be between 0.001 and 1,000,000 per second "
-                             "(or None for no rate)")
+            raise ConfigurationError(f"limit {name!r}: rate_per_s must be between 0.001 and "
+                                     f"1,000,000 per second (or None for no rate), got "
+                                     f"{rate_per_s}")
         if burst < 1:
-            raise ValueError("burst must be >= 1")
+            raise ConfigurationError(f"limit {name!r}: burst must be >= 1, got {burst}")
         with self._cursor(transaction=True) as cur:
             cur.execute(
                 "INSERT INTO limits (name, max_active, rate_per_s, burst) "

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ...errors import StoreError
+from ...errors import ConfigurationError, StoreError
 from ..store import StoreStats, validate_new_tasks
 from ..task import Clock, Status, SystemClock, Task, from_epoch, to_epoch
 
@@ -133,7 +133,9 @@ class SqliteStore:
     def __init__(self, path: str | Path, *, clock: Clock | None = None,
                  synchronous: str = "FULL", busy_timeout_s: float = 30.0) -> None:
         if synchronous.upper() not in ("FULL", "NORMAL", "EXTRA", "OFF"):
-            raise ValueError(f"synchronous must be FULL or NORMAL, got {synchronous!r}")
+            raise ConfigurationError(
+                f"SqliteStore(synchronous={synchronous!r}): choose 'FULL' (every commit on "
+                "disk, the default) or 'NORMAL' (survives a killed process, not a power cut)")
         self.path = str(path)
         self.clock = clock or SystemClock()
         self._lock = threading.RLock()

@@ -12,7 +12,7 @@ import random
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-from ..errors import GiveUp, Retry
+from .errors import ConfigurationError, GiveUp, Retry
 
 __all__ = ["backoff_seconds", "is_retryable", "retry_after_seconds", "status_code_of"]
 
@@ -43,12 +43,13 @@ def backoff_seconds(
         Seconds to wait, >= 0.
 
     Raises:
-        ValueError: attempt < 1, or base / cap negative.
+        ConfigurationError: attempt < 1, or base / cap negative.
     """
     if attempt < 1:
-        raise ValueError(f"attempt counts from 1, got {attempt}")
+        raise ConfigurationError(f"backoff_seconds: attempt counts from 1, got {attempt}")
     if base < 0 or cap < 0:
-        raise ValueError("base and cap must be >= 0 seconds")
+        raise ConfigurationError(
+            f"backoff_seconds: base and cap must be >= 0 seconds, got base={base}, cap={cap}")
     delay = min(cap, base * (2 ** min(attempt - 1, 62)))
     return delay * (rng or random).uniform(0.75, 1.25)
 
