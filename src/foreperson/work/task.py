@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any
 
+from ..clock import Clock, SystemClock
 from ..errors import InvalidPlan
 
 __all__ = ["Clock", "Status", "SystemClock", "Task", "from_epoch", "to_epoch"]
@@ -125,22 +125,6 @@ class Task:
         """Key for side effects that must happen once per task (seed 000: derived from
         the task id, so every attempt and every reclaim shares it)."""
         return f"task:{self.id}"
-
-
-class Clock(Protocol):
-    """Source of time for stores and supervisors; fake it in tests."""
-
-    def now(self) -> float:
-        """Current time, seconds since the Unix epoch (UTC)."""
-        ...
-
-
-class SystemClock:
-    """The real clock: ``time.time()``."""
-
-    def now(self) -> float:
-        """Seconds since the Unix epoch."""
-        return time.time()
 
 
 def from_epoch(value: float | None) -> datetime | None:
