@@ -10,6 +10,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from ...journal import Step, check_version
 from ..store import StoreStats, validate_new_tasks
 from ..task import Clock, Status, SystemClock, Task, from_epoch
 
@@ -32,6 +33,8 @@ class MemoryStore:
         self._tasks: dict[str, Task] = {}
         self._held: dict[str, str] = {}       # lock name -> task id
         self._effects: set[str] = set()
+        self._steps: dict[str, dict[str, Step]] = {}     # run id -> key -> step
+        self._step_seq = 0
         self._lock = threading.RLock()
 
     # -- helpers ---------------------------------------------------------------
@@ -328,6 +331,33 @@ class MemoryStore:
                 if not t.status.finished and (oldest is None or t.created_at < oldest):
                     oldest = t.created_at
             return StoreStats(counts, active, oldest, self._now())
+
+    # -- journal ---------------------------------------------------------------
+    def get_step(self, run_id: str, key: str) -> Step | None:
+        """See :meth:`foreperson.journal.Journal.get_step`."""
+        with self._lock:
+            step = self._steps.get(run_id, {}).get(key)
+        return None if step is None else check_version(step)
+
+    def put_step(self, step: Step) -> Step:
+        """See :meth:`foreperson.journal.Journal.put_step`."""
+        result = json.loads(json.dumps(step.result, allow_nan=False))   # TypeError: not JSON
+        with self._lock:
+            steps = self._steps.setdefault(step.run_id, {})
+            earlier = steps.get(step.key)
+            if earlier is not None:
+                return check_version(earlier)
+            self._step_seq += 1
+            stored = Step(step.run_id, step.key, step.kind, step.digest, result, step.version,
+                          self._now(), self._step_seq)
+            steps[step.key] = stored
+            return stored
+
+    def list_steps(self, run_id: str) -> list[Step]:
+        """See :meth:`foreperson.journal.Journal.list_steps`."""
+        with self._lock:
+            steps = sorted(self._steps.get(run_id, {}).values(), key=lambda s: s.seq or 0)
+        return [check_version(s) for s in steps]
 
     def close(self) -> None:
         """Nothing to release."""
