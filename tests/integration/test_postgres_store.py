@@ -77,15 +77,20 @@ def test_migrating_from_version_1_gives_the_fresh_schema(pg_dsn, pg_schema):
             conn.execute(sql.SQL("INSERT INTO {}.tasks (id, kind, payload, max_attempts, "
                                  "created_at) VALUES ('old', 'k', %s, 3, now())").format(
                 sql.Identifier(old)), ('{"a": 1}',))
+            conn.execute(sql.SQL("INSERT INTO {}.tasks (id, kind, payload, max_attempts, "
+                                 "created_at, status, error) VALUES ('parked', 'k', '{{}}', "
+                                 "3, now(), 'dead', 'dependency gone is dead')").format(
+                sql.Identifier(old)))
         assert migrate_schema(pg_dsn, schema=old) == (1, _pg_schema.LATEST)
         assert migrate_schema(pg_dsn, schema=pg_schema) == (0, _pg_schema.LATEST)
         migrated, fresh = catalog(pg_dsn, old), catalog(pg_dsn, pg_schema)
         assert migrated == fresh
-        assert len(fresh["functions"]) >= 5 and len(fresh["triggers"]) == 3
+        assert len(fresh["functions"]) >= 5 and len(fresh["triggers"]) == 4
         with PostgresStore(pg_dsn, schema=old, migrate=False) as store:
             assert store.schema_version == _pg_schema.LATEST
-            [task] = store.claim("w", {"k"}, 5)
+            [task] = store.claim("w", {"k"}, 5, start=True)
             assert (task.id, task.payload, task.attempts) == ("old", {"a": 1}, 1)
+            assert store.get("parked").reason == "dependency_dead"   # parked, by its code
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(old)))
