@@ -368,12 +368,12 @@ class FlakyStore(MemoryStore):
         super().__init__()
         self.failures, self.transient = failures, transient
 
-    def assign(self, pairs, *, start=False):
+    def assign(self, pairs, *, start=False, lease_s=90.0):
         if pairs and self.failures > 0:
             self.failures -= 1
             from foreperson.errors import StoreError
             raise StoreError("database is locked", transient=self.transient)
-        return super().assign(pairs, start=start)
+        return super().assign(pairs, start=start, lease_s=lease_s)
 
 
 def test_a_transient_store_failure_is_retried_and_nothing_is_lost():
