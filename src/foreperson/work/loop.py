@@ -27,6 +27,7 @@ import anyio.abc
 import anyio.to_thread
 
 from ..errors import StoreError
+from .policy import Reason
 from .store import StoreStats, WakesOnWork
 from .task import Status, Task
 from .worker import Worker
@@ -310,14 +311,30 @@ class RunLoop:
             if self.sup.stopping:          # not started: handed back by _give_back_queued
                 self.unstarted.append(task)
                 continue
-            if task.status is Status.ASSIGNED:   # prefetched: its start is recorded next turn
-                self.started.append(task)
-                task.status = Status.RUNNING
-                task.attempts += 1
+            if task.status is Status.ASSIGNED and not await self._start(task):
+                continue
             await self._execute(lane.worker, task)
             if lane.excess:                # a lent slot came back: one consumer retires
                 lane.excess -= 1
                 return
+
+    async def _start(self, task: Task) -> bool:
+        """A prefetched task starts: its attempt is recorded by the next turn, or, for a
+        task whose last holder died (perhaps killed by this very task), before it runs,
+        so a task that kills its worker is counted every time but once. False when its
+        lease is gone."""
+        if task.reason == Reason.LEASE_EXPIRED.value:
+            started = await anyio.to_thread.run_sync(
+                self.sup.store.start, task.id, task.lease_token or "",
+                limiter=self._store_lock)
+            if not started:
+                self.sup.dispatcher.let_go(task.id, task.lease_token or "")
+                return False
+        else:
+            self.started.append(task)
+        task.status = Status.RUNNING
+        task.attempts += 1
+        return True
 
     async def _execute(self, worker: Worker, task: Task) -> None:
         try:

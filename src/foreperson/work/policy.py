@@ -9,7 +9,10 @@ claim           PENDING/FAILED, ready (dependencies COMPLETED, past ``not_before
                 ``stale_after`` (the task's, else its kind's, else the claiming
                 worker's) seconds. The attempt is **not** counted yet: a task that
                 is prefetched and never started costs no attempt (claim with
-                ``start=True`` goes straight to RUNNING and counts it).
+                ``start=True`` goes straight to RUNNING and counts it). The reason
+                of the previous status stays until the task completes (a task that
+                is ASSIGNED with ``lease_expired`` is one whose holder died: the run
+                loop records its start before running it again).
 start           ASSIGNED -> RUNNING; the attempt is counted here (an attempt that
                 completes or fails while still ASSIGNED is counted then: it ran).
 heartbeat       renews the lease: expiry = now + the lease's seconds.

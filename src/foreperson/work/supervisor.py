@@ -24,6 +24,7 @@ Three ways to drive it:
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import random
 import time
@@ -414,10 +415,15 @@ class Supervisor:
         return handed
 
     def _complete_in_bulk(self, done: list[tuple[Task, Any]]) -> None:
-        if len(done) > 1:
+        """Write the turn's completions in one statement. Two attempts of one task (a
+        reclaimed one still running here, and its successor) are left to
+        :meth:`on_complete`, one by one: the bulk answer names ids, not leases."""
+        seen = collections.Counter(t.id for t, _ in done)
+        unique = [(t, v) for t, v in done if seen[t.id] == 1]
+        if len(unique) > 1:
             stored = self.store.complete_many([(t.id, t.lease_token or "", v)
-                                               for t, v in done])
-            self._stored = {(t.id, t.lease_token or ""): t.id in stored for t, _ in done}
+                                               for t, v in unique])
+            self._stored = {(t.id, t.lease_token or ""): t.id in stored for t, _ in unique}
 
     def _task_and_token(self, task: Task | str) -> tuple[str, str, Task | None]:
         if isinstance(task, Task):

@@ -460,7 +460,6 @@ _CLAIM_V3 = _CLAIM_V2.replace(
         heartbeat_at = v_now,""",
     """        attempts = t.attempts + CASE WHEN p_start THEN 1 ELSE 0 END,
         heartbeat_at = v_now,
-        reason = NULL,
         lease_s = coalesce(t.stale_after, p_lease),
         lease_expires_at = v_now + make_interval(secs => coalesce(t.stale_after, p_lease)),""")
 assert "p_lease double precision" in _CLAIM_V3 and "lease_expires_at = v_now" in _CLAIM_V3

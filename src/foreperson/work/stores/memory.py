@@ -156,7 +156,6 @@ class MemoryStore:
                 task.heartbeat_at = now
                 task.lease_expires_at = now + timedelta(seconds=lease)
                 task.lease_token = uuid.uuid4().hex
-                task.reason = None
                 out.append(copy.deepcopy(task))
             return out
 

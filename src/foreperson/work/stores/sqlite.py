@@ -131,7 +131,7 @@ Q = {
     "take_one": f"""
         UPDATE tasks AS t SET status = :status, assigned_to = :worker,
             attempts = attempts + (:status = 'running'), heartbeat_at = :now,
-            lease_token = :token, reason = NULL,
+            lease_token = :token,
             lease_s = coalesce(t.stale_after, :lease), lease_expires_at =
                 :now + coalesce(t.stale_after, :lease),
             started_at = CASE WHEN :status = 'running' THEN :now ELSE started_at END
@@ -503,7 +503,7 @@ class SqliteStore:
             for row in db.execute(
                     f"WITH claims(id, worker, token) AS (VALUES {values}) "
                     "UPDATE tasks AS t SET status = ?1, attempts = attempts + (?1 = 'running'), "
-                    "heartbeat_at = ?2, reason = NULL, "
+                    "heartbeat_at = ?2, "
                     "lease_s = coalesce(t.stale_after, ?3), "
                     "lease_expires_at = ?2 + coalesce(t.stale_after, ?3), "
                     "assigned_to = (SELECT c.worker FROM claims c WHERE c.id = t.id), "
