@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from contextlib import aclosing
 from contextvars import ContextVar
 from dataclasses import replace
@@ -125,7 +125,7 @@ class Agent(Generic[OutputT]):
                 )
             self.tools[made.name] = made
         self.architecture: Architecture = architecture if architecture is not None else ReAct()
-        self.output_type: type[BaseModel] | None = output_type  # type: ignore[assignment]
+        self.output_type: type[BaseModel] | None = output_type
         self.name = name
         self.guards = guards if guards is not None else Guards()
         self.settings = settings if settings is not None else ModelSettings()
@@ -337,7 +337,7 @@ class Agent(Generic[OutputT]):
         run_id: str | None = None,
         message_history: Sequence[Message] | None = None,
         options: RunOptions | None = None,
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run the agent and yield its events as they happen; model text is streamed.
 
         The events of runs nested in this one (a worker run from inside a tool, started
@@ -407,7 +407,7 @@ class Agent(Generic[OutputT]):
         if failure and not left_early:
             raise failure[0]
 
-    async def _events(self, ctx: RunContext, prompt: str) -> AsyncIterator[AgentEvent]:
+    async def _events(self, ctx: RunContext, prompt: str) -> AsyncGenerator[AgentEvent, None]:
         """The run's own events, each also published to the run's event sink."""
         started = time.perf_counter()
         limits = self.guards.limits

@@ -24,7 +24,7 @@ from ..models import ToolCall, ToolReturn
 from ._vocabulary import Vocabulary
 
 if TYPE_CHECKING:
-    from ._context import RunContext
+    from ._state import RunContext
 
 __all__ = [
     "AUDIT_KINDS",

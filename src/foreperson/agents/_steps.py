@@ -34,7 +34,6 @@ import logging
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import aclosing, nullcontext
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -211,8 +210,8 @@ async def call_model(ctx: RunContext) -> AsyncIterator[AgentEvent]:
             return await agent.model.request(ctx.messages, params)
         response: ModelResponse | None = None
         stream = agent.model.request_stream(ctx.messages, params)
-        closing = aclosing(stream) if hasattr(stream, "aclose") else nullcontext()
-        async with closing:  # type: ignore[attr-defined]
+        aclose = getattr(stream, "aclose", None)
+        try:
             async for item in stream:
                 if isinstance(item, TextDelta):
                     delta = TextDeltaEvent(ctx.run_id, ctx.agent_name, turn, item.text, **ctx.tags)
@@ -222,6 +221,9 @@ async def call_model(ctx: RunContext) -> AsyncIterator[AgentEvent]:
                         buffered.append(delta)
                 else:
                     response = item
+        finally:
+            if aclose is not None:
+                await aclose()
         if response is None:
             raise ModelError(f"model {agent.model.name}: the stream ended without a reply",
                              model=agent.model.name)
@@ -346,10 +348,10 @@ async def _execute(ctx: RunContext, index: int, call: ToolCall) -> _Done:
                 call = replace(changed, id=call_id)
         call, decision, outcome = await _checked_run(ctx, call, path)
         result = outcome.value
-        for hook in guards.after_tool:
-            changed = await _maybe_await(hook(call, result, ctx))
-            if changed is not None:
-                result = replace(changed, call_id=call_id)
+        for after in guards.after_tool:
+            returned = await _maybe_await(after(call, result, ctx))
+            if returned is not None:
+                result = replace(returned, call_id=call_id)
     finally:
         POSITION.reset(token)
     duration = time.perf_counter() - started
@@ -467,7 +469,7 @@ async def _ask_approval(ctx: RunContext, call: ToolCall) -> Approval:
         if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
             getattr(handler, "__call__", None)  # noqa: B004
         ):
-            decision = await handler(call, ctx)
+            decision = await _maybe_await(handler(call, ctx))
         else:
             # a sync handler may block (input()): keep the event loop free
             decision = await _maybe_await(await anyio.to_thread.run_sync(
@@ -584,12 +586,12 @@ async def accept_final(ctx: RunContext, response: ModelResponse) -> None:
                 text=response.text,
                 errors=errors,
             ) from None
-    reason: str | None = None
+    blocked: str | None = None
     with ctx.deadline_scope() as scope:
-        reason = await check_guardrails(ctx, ctx.guards.output_guardrails, output)
+        blocked = await check_guardrails(ctx, ctx.guards.output_guardrails, output)
     if scope.cancelled_caught:
         ctx.end_by_deadline()
-    elif reason is not None:
-        ctx.end("output_guardrail", detail=reason)
+    elif blocked is not None:
+        ctx.end("output_guardrail", detail=blocked)
     else:
         ctx.end("completed", output=output)

@@ -211,7 +211,7 @@ class Tool:
                 Field(default, description=doc_params.get(param.name) or None),
             )
         try:
-            args_model = create_model(  # type: ignore[call-overload]
+            args_model = create_model(
                 f"{tool_name}_arguments",
                 __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
                 **fields,
