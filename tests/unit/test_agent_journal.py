@@ -566,3 +566,35 @@ def test_the_agent_layer_never_imports_the_work_layer() -> None:
                 assert not module.startswith(("..work", "foreperson.work")), (path, module)
             elif isinstance(node, ast.Import):
                 assert not any(a.name.startswith("foreperson.work") for a in node.names), path
+
+
+@pytest.mark.anyio
+async def test_a_streamed_run_raises_its_own_error_not_a_group() -> None:
+    model = ScriptedModel([ModelError("bad request", status_code=400)])
+    with pytest.raises(ModelError, match="bad request"):
+        async for _ in Agent("x", model=model).stream("hi"):
+            pass
+
+
+@pytest.mark.anyio
+async def test_an_event_sink_of_your_own_sees_every_run_at_every_level() -> None:
+    received = []
+
+    async def sink(event) -> None:
+        received.append((event.level, event.agent, event.kind))
+
+    worker = Agent("w", name="worker", model=ScriptedModel(["inner"]))
+    inner_lead = delegating_lead(worker)
+    inner_lead.name = "middle"
+
+    async def ask_middle(ctx: RunContext) -> str:
+        result = await inner_lead.run("go", options=ctx.nested())
+        return result.output
+
+    model = ScriptedModel([ToolCall("ask_middle"), "top"])
+    with model:
+        result = await Agent("x", model=model, tools=[ask_middle], name="top").run(
+            "go", options=RunOptions(events=sink))
+    assert result.output == "top"
+    assert (2, "worker", "final") in received and (1, "middle", "final") in received
+    assert received[-1] == (0, "top", "final")

@@ -31,7 +31,7 @@ from ._events import (
 )
 from ._guards import AUDIT_KINDS, AuditEntry, Guards
 from ._runner import JSON_CODEC, InlineSteps, StepCodec, StepOutcome, StepRunner, StepSpec
-from ._steps import POSITION, SpawnRecord
+from ._steps import POSITION, ConversationDigest, SpawnRecord
 from ._tools import Tool
 
 if TYPE_CHECKING:
@@ -189,6 +189,8 @@ class RunContext:
             nested run its parent's run id, its step path and its level.
         journal_run_id: the run id its steps journal under: its own, or for a nested
             run the outermost run's.
+        conversation: the running digest of ``messages`` that journaled model calls
+            record.
     """
 
     agent: Agent[Any]
@@ -212,12 +214,14 @@ class RunContext:
     journal_run_id: str = field(init=False)
     _base: str = field(init=False, repr=False)
     _thread: int = field(init=False, repr=False)
+    conversation: ConversationDigest = field(init=False, repr=False)
     _step_counts: dict[tuple[str, str], int] = field(init=False, repr=False)
     _nested_counts: dict[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         parent = self.options.parent
         self._thread = threading.get_ident()
+        self.conversation = ConversationDigest()
         self._step_counts = {}
         self._nested_counts = {}
         if parent is None:

@@ -43,7 +43,7 @@ import anyio.to_thread
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..errors import ConfigurationError, ModelError, OutputValidationError
-from ..journal import JournalDivergence, UnknownStepVersion
+from ..journal import JournalDivergence, UnknownStepVersion, request_digest
 from ..models import (
     MESSAGES_ADAPTER,
     Message,
@@ -136,12 +136,39 @@ SPAWN_CODEC: StepCodec[SpawnRecord] = StepCodec(
     _dump(_SPAWN_ADAPTER), _SPAWN_ADAPTER.validate_python)
 
 
-def _model_request(messages: Sequence[Message], params: ModelRequestParameters) -> Any:
-    """What a model call asks, as JSON (digested by journaling runners). Sampling
+@dataclass
+class ConversationDigest:
+    """A running digest of a conversation that only grows: each message is serialised
+    once, so digesting every model call of a run costs time linear in the run, not
+    quadratic. Starts over when the list was changed other than by appending."""
+
+    length: int = 0
+    last: Message | None = None
+    digest: str = ""
+
+    def of(self, messages: Sequence[Message]) -> str:
+        """The digest of ``messages`` (the same for the same conversation, on every
+        replay)."""
+        if self.length > len(messages) or (
+            self.length and messages[self.length - 1] is not self.last
+        ):
+            self.length, self.last, self.digest = 0, None, ""
+        if self.length < len(messages):
+            new = MESSAGES_ADAPTER.dump_python(list(messages[self.length:]), mode="json")
+            self.digest = request_digest([self.digest, new])
+            self.length, self.last = len(messages), messages[-1]
+        return self.digest
+
+
+def _model_request(
+    conversation: ConversationDigest, messages: Sequence[Message], params: ModelRequestParameters
+) -> Any:
+    """What a model call asks, as JSON (digested by journaling runners): the
+    conversation (as its running digest), the tools and the output schema. Sampling
     settings and the model's name are left out: changing them between a run and its
     replay is not a divergence."""
     return {
-        "messages": MESSAGES_ADAPTER.dump_python(list(messages), mode="json"),
+        "conversation": conversation.of(messages),
         "tools": [asdict(definition) for definition in params.tools],
         "output_schema": (params.output_type.model_json_schema()
                           if params.output_type is not None else None),
@@ -230,7 +257,7 @@ async def call_model(ctx: RunContext) -> AsyncIterator[AgentEvent]:
         return response
 
     spec = StepSpec(ctx.journal_run_id, f"{ctx.turn_path(turn)}/model", "model_call",
-                    lambda: _model_request(ctx.messages, params),
+                    lambda: _model_request(ctx.conversation, ctx.messages, params),
                     response_codec(agent.output_type))
     started = time.perf_counter()
     outcome: StepOutcome[ModelResponse] | None = None
