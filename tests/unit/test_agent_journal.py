@@ -208,7 +208,7 @@ class HidingJournal:
         return self.store.put_step(step)
 
     def list_steps(self, run_id: str) -> list[Step]:
-        return self.store.list_steps(run_id)
+        return []
 
 
 @pytest.mark.anyio

@@ -11,6 +11,8 @@ imports the work layer: :class:`JournaledSteps` is built on the
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -133,10 +135,14 @@ class JournaledSteps:
     For each step: a result recorded under the run id and key is returned at once (the
     model or the tool is not called again), after checking that the replay asks the
     same thing (its request digest); otherwise the step executes and its result is
-    recorded, first write wins (when two processes replay one run, both go on with the
-    result recorded first). The journal is blocking, so it is called through
-    ``anyio.to_thread``; the write is shielded from cancellation (a step that ran is
-    recorded even when the run is being cancelled).
+    recorded before the run goes on, first write wins (when two processes replay one
+    run, both go on with the result recorded first). The journal is blocking, so it is
+    called through ``anyio.to_thread``; the write is shielded from cancellation (a step
+    that ran is recorded even when the run is being cancelled).
+
+    A run's recorded steps are read once, at its first step (one ``list_steps``), and
+    kept for the runs this runner served last (``cached_runs``); a step another process
+    records meanwhile is caught by the first-write-wins rule of the write.
 
     A step that raised is not recorded: it runs again on replay.
 
@@ -152,10 +158,35 @@ class JournaledSteps:
     Args:
         journal: where steps are recorded (``MemoryStore``, ``SqliteStore``,
             ``PostgresStore`` implement it).
+        cached_runs: how many runs' recorded steps to keep in memory (default 64).
     """
 
-    def __init__(self, journal: Journal) -> None:
+    def __init__(self, journal: Journal, *, cached_runs: int = 64) -> None:
         self.journal = journal
+        self.cached_runs = max(1, cached_runs)
+        self._runs: OrderedDict[str, dict[str, Step]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    async def _recorded(self, run_id: str, key: str) -> Step | None:
+        with self._lock:
+            steps = self._runs.get(run_id)
+            if steps is not None:
+                self._runs.move_to_end(run_id)
+                return steps.get(key)
+        listed = await anyio.to_thread.run_sync(self.journal.list_steps, run_id)
+        with self._lock:
+            steps = self._runs.setdefault(run_id, {})
+            for recorded in listed:
+                steps.setdefault(recorded.key, recorded)
+            while len(self._runs) > self.cached_runs:
+                self._runs.popitem(last=False)
+            return steps.get(key)
+
+    def _remember(self, step: Step) -> None:
+        with self._lock:
+            steps = self._runs.get(step.run_id)
+            if steps is not None:
+                steps[step.key] = step
 
     async def run(self, step: StepSpec[T], execute: Callable[[], Awaitable[T]]) -> StepOutcome[T]:
         """See :meth:`StepRunner.run`.
@@ -168,7 +199,7 @@ class JournaledSteps:
             StoreError: the journal failed.
         """
         digest = request_digest(step.request())
-        recorded = await anyio.to_thread.run_sync(self.journal.get_step, step.run_id, step.key)
+        recorded = await self._recorded(step.run_id, step.key)
         if recorded is not None:
             if recorded.digest != digest:
                 raise JournalDivergence(step.run_id, step.key, recorded.digest, digest)
@@ -178,6 +209,7 @@ class JournaledSteps:
         new = Step(step.run_id, step.key, step.kind, digest, encoded)
         with anyio.CancelScope(shield=True):
             stored = await anyio.to_thread.run_sync(self.journal.put_step, new)
+        self._remember(stored)
         if stored.digest != digest:
             raise JournalDivergence(step.run_id, step.key, stored.digest, digest)
         if stored.result != encoded:  # another writer recorded this step first: theirs wins

@@ -336,9 +336,9 @@ class RunContext:
         Raises:
             ConfigurationError: ``kind`` is not registered.
         """
+        AUDIT_KINDS.check(kind)
         log = self.guards.audit_log
         if log is not None:
-            AUDIT_KINDS.check(kind)
             at = datetime.fromtimestamp(self.clock.now(), UTC)
             log.record(AuditEntry(kind, self.run_id, self.agent_name, self.user_id, at, data))
 
@@ -442,8 +442,9 @@ class RunContext:
 
         Yields:
             :class:`TextDeltaEvent` (streaming without an event sink only), then one
-            :class:`ModelCallEvent` (``replayed`` when it came from the journal).
-            Afterwards ``last_response`` holds the reply.
+            :class:`ModelCallEvent` (``replayed`` when it came from the journal; a
+            replayed reply streams no text deltas). Afterwards ``last_response`` holds
+            the reply.
 
         Raises:
             ModelError: the model call failed (after the model's own retries).

@@ -52,6 +52,7 @@ from ..models import (
     ModelSettings,
     TextDelta,
     ToolCall,
+    ToolDefinition,
     ToolReturn,
     Usage,
     UserMessage,
@@ -145,6 +146,8 @@ class ConversationDigest:
     length: int = 0
     last: Message | None = None
     digest: str = ""
+    tools: tuple[ToolDefinition, ...] | None = None
+    tools_digest: str = ""
 
     def of(self, messages: Sequence[Message]) -> str:
         """The digest of ``messages`` (the same for the same conversation, on every
@@ -159,6 +162,22 @@ class ConversationDigest:
             self.length, self.last = len(messages), messages[-1]
         return self.digest
 
+    def of_tools(self, tools: Sequence[ToolDefinition]) -> str:
+        """The digest of the tool definitions offered (kept while they are the same
+        objects: a tool's definition is built once)."""
+        seen = self.tools
+        if seen is None or len(seen) != len(tools) or any(
+            a is not b for a, b in zip(seen, tools, strict=True)
+        ):
+            self.tools_digest = request_digest([asdict(d) for d in tools])
+            self.tools = tuple(tools)
+        return self.tools_digest
+
+
+@functools.lru_cache(maxsize=256)
+def _schema_digest(output_type: type[BaseModel] | None) -> str | None:
+    return None if output_type is None else request_digest(output_type.model_json_schema())
+
 
 def _model_request(
     conversation: ConversationDigest, messages: Sequence[Message], params: ModelRequestParameters
@@ -169,9 +188,8 @@ def _model_request(
     replay is not a divergence."""
     return {
         "conversation": conversation.of(messages),
-        "tools": [asdict(definition) for definition in params.tools],
-        "output_schema": (params.output_type.model_json_schema()
-                          if params.output_type is not None else None),
+        "tools": conversation.of_tools(params.tools),
+        "output_schema": _schema_digest(params.output_type),
     }
 
 
