@@ -344,7 +344,11 @@ class RunContext:
 
     def spend(self, usage: Usage) -> None:
         """Count usage this run spent itself (its model and tool calls), here and in
-        every run it is nested in."""
+        every run it is nested in.
+
+        Args:
+            usage: what one step used (model calls, tokens, tool calls).
+        """
         self.own_usage = self.own_usage + usage
         self.add_usage(usage)
 
@@ -356,6 +360,9 @@ class RunContext:
         Never add the result of a nested run started here with :meth:`nested`: its
         usage already flowed up as it was spent (seed 004: a parent step adds 1, a
         nested step adds 1, the parent reads 2, not 3).
+
+        Args:
+            usage: what that work used.
         """
         self.usage = self.usage + usage
         parent = self.options.parent
@@ -423,7 +430,11 @@ class RunContext:
         return [t.definition for t in self.tools.values() if self.guards.permits(t.name)]
 
     async def publish(self, event: Any) -> None:
-        """Send an event to the run's event sink, if it has one (see :data:`EventSink`)."""
+        """Send an event to the run's event sink, if it has one (see :data:`EventSink`).
+
+        Args:
+            event: any event (the layers above publish their own kinds too).
+        """
         sink = self.options.events
         if sink is not None:
             await sink(event)
