@@ -356,6 +356,22 @@ def test_run_sync_takes_the_same_options() -> None:
     assert [s.key for s in store.list_steps("sync-run")] == ["agent:a/turn:1/model"]
 
 
+def test_run_sync_options_do_not_leak_into_runs_started_without_them() -> None:
+    store = MemoryStore()
+    worker = Agent("w", model=ScriptedModel(["inner"]), name="worker")
+
+    async def ask(ctx: RunContext) -> str:
+        return (await worker.run("x")).output       # not nested: no options given
+
+    model = ScriptedModel([ToolCall("ask"), "outer"])
+    with model:
+        result = Agent("x", model=model, tools=[ask], name="a").run_sync(
+            "go", options=journaled(store, ids=lambda: "r"))
+    assert result.output == "outer"
+    assert [s.key for s in store.list_steps("r")] == [
+        "agent:a/turn:1/model", "agent:a/turn:1/tool:1", "agent:a/turn:2/model"]
+
+
 # --- nested runs ------------------------------------------------------------------------
 
 
