@@ -13,8 +13,8 @@ from pathlib import Path
 
 import anyio
 
-from foreperson.work.stores import sqlite as sqlite_store
 from foreperson.work import SqliteStore, Status, Supervisor, Task, Worker, current_task
+from foreperson.work.stores import sqlite as sqlite_store
 
 HERE = Path(__file__).parent
 

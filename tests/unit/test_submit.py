@@ -5,8 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from foreperson.errors import InvalidPlan, TaskFailed
 from foreperson import GiveUp
+from foreperson.errors import InvalidPlan, TaskFailed
 from foreperson.work import MemoryStore, Status, Supervisor, Task, Worker, current_task
 
 pytestmark = pytest.mark.anyio
