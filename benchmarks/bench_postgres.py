@@ -25,7 +25,7 @@ import time
 
 import anyio
 
-from foreperson.cli.worker import process_supervisor
+from foreperson.work.process import process_supervisor
 from foreperson.work import Task, Worker
 from foreperson.work.stores.postgres import PostgresStore
 

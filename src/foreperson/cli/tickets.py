@@ -47,7 +47,7 @@ def tickets(
 
     Example: foreperson tickets tickets.csv --workers 8 --db tickets.db --out results.jsonl
     """
-    from ..tickets.job import check_output_path, run_job
+    from ..tickets.job import TicketJob, check_output_path, run_job
     from ..tickets.model import TicketModel, bundled_examples, load_examples
     from ..tickets.reader import read_tickets
 
@@ -100,8 +100,9 @@ def tickets(
                    "with the same FOREPERSON_TICKETS_EXAMPLES (and FOREPERSON_TICKETS_MODEL) "
                    "as this job's --examples / --model", err=True)
     try:
-        report = _run_with_display(run_job, ticket_file, store, out, workers, ticket_model,
-                                   max_attempts, stale_after, None if dsn else db, show, total)
+        report = _run_with_display(run_job, ticket_file, store, out, workers,
+                                   TicketJob(ticket_model, max_attempts), stale_after,
+                                   None if dsn else db, show, total)
     except KeyboardInterrupt:
         typer.echo(f"interrupted: finished tickets are in {out}; run the same command again "
                    "to continue", err=True)
@@ -129,33 +130,28 @@ def _check_reachable(url: str) -> None:
                                  f"({exc.strerror or exc}); is it running?") from None
 
 
-def _run_with_display(run_job, ticket_file, store, out, workers, ticket_model, max_attempts,
-                      stale_after, exclusive_db, show, total):
-    began = time.monotonic()
+def _run_with_display(run_job, ticket_file, store, out, workers, job, stale_after,
+                      exclusive_db, show, total):
     last_plain = [0.0]
     first_written: list[int] = []
 
-    def describe(stats, written: int) -> str:
-        c = {s.value: n for s, n in stats.counts.items()}
-        elapsed = max(time.monotonic() - began, 1e-9)
-        first_written[:] = first_written or [written]    # done by an earlier run
-        rate = (written - first_written[0]) / elapsed
-        age = stats.oldest_unfinished_age_s
-        return (f"{written}/{total} tickets, {rate:.1f}/s | tasks "
-                + " ".join(f"{k} {v}" for k, v in c.items() if v)
-                + (f" | oldest unfinished {age:.1f} s" if age is not None else ""))
+    def describe(p) -> str:
+        first_written[:] = first_written or [p.written]    # done by an earlier run
+        rate = (p.written - first_written[0]) / max(p.elapsed_s, 1e-9)
+        return (f"{p.written}/{total} tickets, {rate:.1f}/s"
+                + (f", {p.dead} cannot be written (DEAD tasks)" if p.dead else ""))
 
     async def go(callback):
-        return await run_job(ticket_file, store, out, workers=workers, model=ticket_model,
-                             max_attempts=max_attempts, stale_after=stale_after,
-                             exclusive_db=exclusive_db, progress=callback)
+        return await run_job(ticket_file, store, out, workers=workers, job=job,
+                             stale_after=stale_after, exclusive_db=exclusive_db,
+                             progress=callback)
 
     if not show:
-        def plain(stats, written):
+        def plain(p):
             now = time.monotonic()
-            if now - last_plain[0] >= 5.0 or written == total:
+            if now - last_plain[0] >= 5.0 or p.written + p.dead == total:
                 last_plain[0] = now
-                typer.echo(describe(stats, written), err=True)
+                typer.echo(describe(p), err=True)
         return anyio.run(go, plain)
 
     from rich.console import Console
@@ -165,8 +161,8 @@ def _run_with_display(run_job, ticket_file, store, out, workers, ticket_model, m
                   TimeElapsedColumn(), console=Console(stderr=True), transient=False) as bar:
         handle = bar.add_task("starting", total=total)
 
-        def live(stats, written):
-            bar.update(handle, completed=written, description=describe(stats, written))
+        def live(p):
+            bar.update(handle, completed=p.written, description=describe(p))
 
         return anyio.run(go, live)
 

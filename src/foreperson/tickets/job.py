@@ -1,88 +1,65 @@
 """The nightly ticket job of seed 000: classify every ticket, draft a reply, triage.
 
-Each ticket becomes three tasks linked by ``depends_on``::
+Each ticket becomes three tasks of one run, linked by ``depends_on``::
 
-    <id>/classify  ->  <id>/draft  ->  <id>/triage
+    classify  ->  draft  ->  triage
 
-The triage task's result is the ticket's output record. Writing it to the output file
-(the "send") is done once per ticket by the supervisor's :class:`Outbox`, from stored
-results only: a worker whose lease was lost cannot complete, so its late result never
-reaches the file, and a re-run after a crash skips every ticket already in the file.
+The triage task's result is the ticket's output record. The job submits the tasks and
+awaits the triage handles as they complete (``Supervisor.as_completed``), writing each
+record to the output file (the "send") through the :class:`Outbox`: from stored
+results only, so a worker whose lease was lost cannot complete and its late result
+never reaches the file. The outbox is its own ledger, and the send is at least once
+with a key (the ticket id) that the file dedupes: a re-run after a crash skips every
+ticket already in the file and writes the ones whose results were stored but not yet
+written. The cost per completed ticket is constant: no table scan while the job runs.
+
+Everything the task functions need is in a :class:`TicketJob` (the model and its
+fingerprint): no module state. ``foreperson worker foreperson.tickets.job`` builds one
+from the environment (see :meth:`TicketJob.from_environment`).
 """
 
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
 import socket
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import anyio
+import anyio.to_thread
 
 from ..errors import ConfigurationError, GiveUp, InputError, RunError
 from ..work.app import App
-from ..work.store import StoreStats, TaskStore
+from ..work.handles import TaskHandle
+from ..work.store import TaskStore
 from ..work.supervisor import Supervisor
 from ..work.task import Status, Task
-from ..work.worker import current_task
+from ..work.worker import Worker, current_task
 from .model import Classification, TicketModel, bundled_examples, load_examples
 from .reader import Ticket, TicketFile
 
-__all__ = ["CLASSIFY", "DRAFT", "TRIAGE", "JobReport", "Outbox", "configure", "kinds_for",
-           "ticket_app",
-           "run_job", "ticket_tasks"]
+__all__ = ["CLASSIFY", "DRAFT", "TRIAGE", "JobProgress", "JobReport", "Outbox", "TicketJob",
+           "kinds_for", "model_fingerprint", "run_job", "ticket_app", "ticket_tasks"]
 
 CLASSIFY, DRAFT, TRIAGE = "classify_ticket", "draft_reply", "triage_ticket"
 OUTPUT_FIELDS = ("id", "category", "priority", "needs_human", "reason", "draft_reply",
                  "attempts")
-
-_model: Any = None   # TicketModel or LlmTicketModel
-_model_lock = threading.Lock()
-
-
-def configure(model: Any) -> None:
-    """Set the model the ticket workers of this process use (a
-    :class:`~foreperson.tickets.model.TicketModel` or
-    :class:`~foreperson.tickets.llm.LlmTicketModel`)."""
-    global _model
-    _model = model
-
-
-def _current_model() -> TicketModel:
-    """The configured model. Worker processes started with ``foreperson worker
-    foreperson.tickets.job`` build one from the environment: ``FOREPERSON_TICKETS_EXAMPLES``
-    (a labelled file; default the bundled examples), ``FOREPERSON_TICKETS_MODEL`` and
-    ``FOREPERSON_TICKETS_BASE_URL`` (a language model instead of the offline one)."""
-    global _model
-    with _model_lock:            # worker threads start together: train once
-        if _model is None:
-            _model = _model_from_environment()
-    return _model
-
-
-def _model_from_environment() -> Any:
-    path = os.environ.get("FOREPERSON_TICKETS_EXAMPLES")
-    examples = load_examples(path) if path else bundled_examples()
-    llm = os.environ.get("FOREPERSON_TICKETS_MODEL")
-    if llm:
-        from .llm import LlmTicketModel
-        return LlmTicketModel(llm, examples,
-                              base_url=os.environ.get("FOREPERSON_TICKETS_BASE_URL"))
-    return TicketModel(examples)
+JOB_WORKER = "job@"
+"""Prefix of the names of a ticket job's own local workers (``job@host:pid:wN``)."""
 
 
 def model_fingerprint(model: Any) -> str:
     """A short hash of what decides a ticket's result: the model's kind and settings and
-    every training example. Stored in each task's payload, so a re-run with other
-    examples (or a worker process configured differently) is noticed."""
+    every training example. Stored in each task's payload and kind, so a re-run with
+    other examples (or a worker process configured differently) is noticed."""
     digest = hashlib.sha256(type(model).__name__.encode())
     digest.update(repr(getattr(model, "min_confidence", None)).encode())
     digest.update(repr(getattr(model, "model_name", None)).encode())
@@ -101,26 +78,8 @@ def kinds_for(fingerprint: str) -> tuple[str, str, str]:
     return (f"{CLASSIFY}:{fingerprint}", f"{DRAFT}:{fingerprint}", f"{TRIAGE}:{fingerprint}")
 
 
-def ticket_app(model: Any = None) -> App:
-    """The ticket job's task functions for ``model`` (default: this process's model,
-    see :func:`configure`), under the kinds of :func:`kinds_for`."""
-    app = App()
-    fns = (classify_ticket, draft_reply, triage_ticket)
-    for kind, fn in zip(kinds_for(model_fingerprint(model or _current_model())), fns,
-                        strict=True):
-        app.task(kind)(fn)
-    return app
-
-
-def __getattr__(name: str) -> Any:
-    """``app``: what ``foreperson worker foreperson.tickets.job`` runs, built from the
-    environment (see :func:`_current_model`)."""
-    if name == "app":
-        return ticket_app()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def ticket_tasks(ticket: Ticket, *, model: str = "", max_attempts: int = 3) -> list[Task]:
+def ticket_tasks(ticket: Ticket, *, model: str = "", max_attempts: int = 3,
+                 run_id: str | None = None) -> list[Task]:
     """The three tasks of one ticket, with ids derived from the ticket id (so adding the
     same ticket twice is harmless).
 
@@ -129,66 +88,142 @@ def ticket_tasks(ticket: Ticket, *, model: str = "", max_attempts: int = 3) -> l
         model: the :func:`model_fingerprint` the tasks must be run with (it is part of
             their kinds).
         max_attempts: attempts per task.
+        run_id: the job's run.
     """
     classify_kind, draft_kind, triage_kind = kinds_for(model)
     text = {"ticket_id": ticket.id, "subject": ticket.subject, "body": ticket.body,
             "model": model}
     classify = Task(classify_kind, text, id=f"{ticket.id}/classify",
-                    max_attempts=max_attempts)
+                    max_attempts=max_attempts, run_id=run_id)
     draft = Task(draft_kind, {"ticket_id": ticket.id, "model": model},
-                 id=f"{ticket.id}/draft", depends_on=[classify.id], max_attempts=max_attempts)
+                 id=f"{ticket.id}/draft", depends_on=[classify.id], max_attempts=max_attempts,
+                 run_id=run_id)
     triage = Task(triage_kind, {"ticket_id": ticket.id, "model": model},
                   id=f"{ticket.id}/triage", depends_on=[classify.id, draft.id],
-                  max_attempts=max_attempts)
+                  max_attempts=max_attempts, run_id=run_id)
     return [classify, draft, triage]
-
-
-def _model_for(task: Task) -> Any:
-    """This process's model, refusing tasks made for another one."""
-    model = _current_model()
-    wanted = task.payload.get("model")
-    if wanted and wanted != model_fingerprint(model):
-        raise GiveUp("this worker's ticket model differs from the job's (other examples or "
-                     "model): start `foreperson worker foreperson.tickets.job` with the same "
-                     "FOREPERSON_TICKETS_EXAMPLES / FOREPERSON_TICKETS_MODEL as the job, then "
-                     "`foreperson retry --all-dead`")
-    return model
 
 
 def _text(payload: dict[str, Any]) -> str:
     return f"{payload.get('subject', '')}\n{payload.get('body', '')}".strip()
 
 
-def classify_ticket(task: Task) -> dict[str, Any]:
-    """Category, confidence and priority of the ticket in ``task.payload``."""
-    result = _model_for(task).classify(_text(task.payload))
-    return {"category": result.category, "confidence": round(result.confidence, 4),
-            "priority": result.priority, "text": _text(task.payload)}
+@dataclass(frozen=True, eq=False)
+class TicketJob:
+    """Everything the ticket job's task functions need: the model (a
+    :class:`~foreperson.tickets.model.TicketModel` or
+    :class:`~foreperson.tickets.llm.LlmTicketModel`) and its fingerprint.
+
+    Args:
+        model: the model that classifies, drafts and triages.
+        max_attempts: attempts per task before it is DEAD (default 3).
+    """
+
+    model: Any
+    max_attempts: int = 3
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """:func:`model_fingerprint` of the model."""
+        return model_fingerprint(self.model)
+
+    @property
+    def kinds(self) -> tuple[str, str, str]:
+        """The classify / draft / triage kinds of this model (:func:`kinds_for`)."""
+        return kinds_for(self.fingerprint)
+
+    @classmethod
+    def from_environment(cls) -> TicketJob:
+        """The job a ``foreperson worker foreperson.tickets.job`` process runs:
+        ``FOREPERSON_TICKETS_EXAMPLES`` (a labelled file; default the bundled examples),
+        ``FOREPERSON_TICKETS_MODEL`` and ``FOREPERSON_TICKETS_BASE_URL`` (a language model
+        instead of the offline one). They must match the job's ``--examples`` /
+        ``--model``, or the worker never claims the job's tasks (other kinds)."""
+        path = os.environ.get("FOREPERSON_TICKETS_EXAMPLES")
+        examples = load_examples(path) if path else bundled_examples()
+        llm = os.environ.get("FOREPERSON_TICKETS_MODEL")
+        if llm:
+            from .llm import LlmTicketModel
+            return cls(LlmTicketModel(llm, examples,
+                                      base_url=os.environ.get("FOREPERSON_TICKETS_BASE_URL")))
+        return cls(TicketModel(examples))
+
+    def run_id(self, tickets: TicketFile) -> str:
+        """The job's run: the same input and model give the same run, so a re-run
+        continues it."""
+        digest = hashlib.sha256(self.fingerprint.encode())
+        for ticket in tickets.tickets:
+            digest.update(b"\0" + ticket.id.encode())
+        return f"tickets-{digest.hexdigest()[:16]}"
+
+    def tasks(self, ticket: Ticket, run_id: str | None = None) -> list[Task]:
+        """The three tasks of ``ticket`` (see :func:`ticket_tasks`)."""
+        return ticket_tasks(ticket, model=self.fingerprint, max_attempts=self.max_attempts,
+                            run_id=run_id)
+
+    def app(self) -> App:
+        """The task functions, under this model's kinds."""
+        app = App()
+        for kind, fn in zip(self.kinds, (self._classify, self._draft, self._triage),
+                            strict=True):
+            app.task(kind)(fn)
+        return app
+
+    def _checked(self, task: Task) -> Any:
+        """The model, refusing tasks made for another one."""
+        wanted = task.payload.get("model")
+        if wanted and wanted != self.fingerprint:
+            raise GiveUp("this worker's ticket model differs from the job's (other examples "
+                         "or model): start `foreperson worker foreperson.tickets.job` with "
+                         "the same FOREPERSON_TICKETS_EXAMPLES / FOREPERSON_TICKETS_MODEL as "
+                         "the job, then `foreperson retry --all-dead`")
+        return self.model
+
+    def _classify(self, task: Task) -> dict[str, Any]:
+        """Category, confidence and priority of the ticket in ``task.payload``."""
+        result = self._checked(task).classify(_text(task.payload))
+        return {"category": result.category, "confidence": round(result.confidence, 4),
+                "priority": result.priority, "text": _text(task.payload)}
+
+    def _draft(self, task: Task) -> dict[str, Any]:
+        """A draft reply for the classified ticket."""
+        (classified,) = current_task().dependency_results().values()
+        return dict(self._checked(task).draft(classified["text"], classified["category"]))
+
+    def _triage(self, task: Task) -> dict[str, Any]:
+        """The ticket's output record: needs_human with the reasons, and the draft."""
+        ctx = current_task()
+        results = ctx.dependency_results()
+        classified, drafted = (results[d] for d in task.depends_on)
+        verdict = Classification(classified["category"], classified["confidence"],
+                                 classified["priority"])
+        triage = self._checked(task).triage(classified["text"], verdict)
+        attempts = task.attempts       # the most attempts any of the ticket's steps needed
+        for dep in task.depends_on:
+            record = ctx.store.get(dep)
+            attempts = max(attempts, record.attempts if record else 0)
+        return {"id": task.payload["ticket_id"], "category": verdict.category,
+                "priority": verdict.priority, "needs_human": triage.needs_human,
+                "reason": triage.reason, "draft_reply": drafted["draft_reply"],
+                "attempts": attempts}
 
 
-def draft_reply(task: Task) -> dict[str, Any]:
-    """A draft reply from the nearest answered example of the same category."""
-    (classified,) = current_task().dependency_results().values()
-    return _model_for(task).draft(classified["text"], classified["category"])
+def ticket_app(model: Any) -> App:
+    """The ticket job's task functions for ``model`` (:meth:`TicketJob.app`)."""
+    return TicketJob(model).app()
 
 
-def triage_ticket(task: Task) -> dict[str, Any]:
-    """The ticket's output record: needs_human with the reasons, and the draft."""
-    ctx = current_task()
-    results = ctx.dependency_results()
-    classified = results[f"{task.payload['ticket_id']}/classify"]
-    drafted = results[f"{task.payload['ticket_id']}/draft"]
-    verdict = Classification(classified["category"], classified["confidence"],
-                             classified["priority"])
-    triage = _model_for(task).triage(classified["text"], verdict)
-    attempts = task.attempts       # the most attempts any of the ticket's steps needed
-    for dep in task.depends_on:
-        record = ctx.store.get(dep)
-        attempts = max(attempts, record.attempts if record else 0)
-    return {"id": task.payload["ticket_id"], "category": verdict.category,
-            "priority": verdict.priority, "needs_human": triage.needs_human,
-            "reason": triage.reason, "draft_reply": drafted["draft_reply"],
-            "attempts": attempts}
+@functools.lru_cache(maxsize=1)
+def _environment_app() -> App:
+    return TicketJob.from_environment().app()
+
+
+def __getattr__(name: str) -> Any:
+    """``app``: what ``foreperson worker foreperson.tickets.job`` runs, built once per
+    process from the environment (see :meth:`TicketJob.from_environment`)."""
+    if name == "app":
+        return _environment_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_output_path(path: str | Path) -> Path:
@@ -353,10 +388,11 @@ def _check_earlier_run(tickets: TicketFile, store: TaskStore, outbox: Outbox,
         ConfigurationError: the stored tickets were processed with another model or
             examples, or --out holds results the task database does not know.
     """
-    stored = {t.id: t.payload for t in store.list_tasks() if t.id.endswith("/classify")}
+    stored = {t.payload.get("ticket_id"): t.payload for t in store.list_tasks()
+              if t.kind.startswith(CLASSIFY)}
     where = tickets.path or "<input>"
     for ticket in tickets.tickets:
-        earlier = stored.get(f"{ticket.id}/classify")
+        earlier = stored.get(ticket.id)
         if earlier is None:
             continue
         if (earlier.get("subject"), earlier.get("body")) != (ticket.subject, ticket.body):
@@ -369,8 +405,7 @@ def _check_earlier_run(tickets: TicketFile, store: TaskStore, outbox: Outbox,
                 "the tickets in this task database were processed with other examples or "
                 "another model: use the same --examples / --model as that run, or another "
                 "--db and --out")
-    unknown = [i for i in outbox.sent & {t.id for t in tickets.tickets}
-               if f"{i}/classify" not in stored]
+    unknown = [i for i in outbox.sent & {t.id for t in tickets.tickets} if i not in stored]
     if unknown:
         raise ConfigurationError(
             f"{outbox.path} already holds results for {len(unknown)} of these tickets "
@@ -390,11 +425,91 @@ class _JobLock:
         self._file.close()
 
 
+class _JobLock:
+    """One job per SQLite database at a time; a crashed holder's lock vanishes with it."""
+
+    def __init__(self, db: str) -> None:
+        self.path = f"{db}.lock"
+        self._file = _open_exclusive(self.path, "a+", f"another foreperson job is running on "
+                                     f"{db}; wait for it to finish or use another --db")
+
+    def close(self) -> None:
+        self._file.close()
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """Where the job stands (for a progress display; O(1) to compute).
+
+    Attributes:
+        total: tickets in the input.
+        written: tickets in the output file.
+        dead: tickets that cannot be written (a task of theirs is DEAD).
+        elapsed_s: seconds since the job started.
+    """
+
+    total: int
+    written: int
+    dead: int
+    elapsed_s: float
+
+
+@dataclass
+class _Writer:
+    """Collects finished tickets and writes them to the outbox in batches (one fsync
+    per batch), from a thread."""
+
+    outbox: Outbox
+    wanted: set[str]
+    began: float
+    progress: Callable[[JobProgress], None] | None
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    dead: set[str] = field(default_factory=set)
+
+    def finished(self, task: Task) -> None:
+        if task.status is Status.COMPLETED:
+            self.pending.append(task.result)
+        else:
+            self.dead.add(str(task.payload.get("ticket_id", task.id)))
+
+    def flush(self) -> None:
+        batch, self.pending = self.pending, []
+        if batch:
+            self.outbox.send(batch)
+        if self.progress is not None:
+            self.progress(JobProgress(len(self.wanted), len(self.outbox.sent & self.wanted),
+                                      len(self.dead), time.monotonic() - self.began))
+
+
+async def _write_as_completed(sup: Supervisor, handles: list[TaskHandle],
+                              writer: _Writer) -> None:
+    """Write each ticket as its triage task finishes; flush every 0.25 s."""
+    async def flusher() -> None:
+        while True:
+            await anyio.sleep(0.25)
+            await anyio.to_thread.run_sync(writer.flush)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(flusher)
+        async for handle in sup.as_completed(handles):
+            writer.finished(await handle.wait())
+        group.cancel_scope.cancel()
+    await anyio.to_thread.run_sync(writer.flush)
+
+
+async def _sweep(sup: Supervisor) -> None:
+    """With no local workers, keep reclaiming expired leases and parking the dependents
+    of DEAD tasks (the remote workers do too; sweeps are idempotent)."""
+    while True:
+        await anyio.to_thread.run_sync(sup.sweep_if_due)
+        await anyio.sleep(1.0)
+
+
 async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, workers: int,
-                  model: Any = None, max_attempts: int = 3,
+                  job: TicketJob | None = None, model: Any = None, max_attempts: int = 3,
                   stale_after: float = 90.0, exclusive_db: str | None = None,
-                  progress: Callable[[StoreStats, int], None] | None = None,
-                  worker_factory: Callable[[str], Any] | None = None) -> JobReport:
+                  progress: Callable[[JobProgress], None] | None = None,
+                  worker_factory: Callable[[str], Worker] | None = None) -> JobReport:
     """Run the ticket job to the end and write one output line per ticket.
 
     Args:
@@ -403,14 +518,17 @@ async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, wor
         out: the JSON Lines output file.
         workers: local workers (each runs one task at a time); 0 = only supervise while
             ``foreperson worker foreperson.tickets.job`` processes do the work.
-        model: the offline model (default: trained on the bundled examples).
-        max_attempts: attempts per task before it is DEAD.
+        job: the job's model and settings (default: ``TicketJob(model, max_attempts)``,
+            ``model`` defaulting to the offline one trained on the bundled examples).
+        model: the model, when ``job`` is not given.
+        max_attempts: attempts per task before it is DEAD, when ``job`` is not given.
         stale_after: seconds without a heartbeat before a task is reclaimed.
-        exclusive_db: a SQLite path: take the job lock on it and, holding it, reclaim at
-            once the tasks a crashed earlier run left held.
-        progress: called about twice a second with the store's stats and the number of
-            tickets written.
-        worker_factory: builds a worker by name (default: this module's app).
+        exclusive_db: a SQLite path: take the job lock on it and, holding it, take back
+            at once the tasks an earlier run of the job left held (its workers are
+            known dead: the lock says so); other processes' tasks are left alone.
+        progress: called about four times a second, in a thread, with a
+            :class:`JobProgress`.
+        worker_factory: builds a worker by name (default: the job's app).
 
     Returns:
         a :class:`JobReport`.
@@ -419,77 +537,69 @@ async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, wor
         ConfigurationError: the database or output file is in use by another job.
     """
     began = time.monotonic()
-    if model is not None:
-        configure(model)
-    else:
-        _current_model()
+    job = job or TicketJob(model if model is not None else TicketModel(bundled_examples()),
+                           max_attempts)
     lock = _JobLock(exclusive_db) if exclusive_db else None
     outbox = Outbox(out)
     try:
-        wanted = {t.id for t in tickets.tickets}
-        orphans = 0
-        if lock is not None:      # we hold the job lock: whatever is held is orphaned
-            orphans = len(store.reclaim_stale(0.0))
-        fingerprint = model_fingerprint(_current_model())
-        _check_earlier_run(tickets, store, outbox, fingerprint)
-        app = ticket_app()
-        triage_kind = kinds_for(fingerprint)[2]
-        supervisor = Supervisor(store, stale_after=stale_after, kinds=app.kinds)
-        tasks = [task for t in tickets.tickets if t.id not in outbox.sent
-                 for task in ticket_tasks(t, model=fingerprint, max_attempts=max_attempts)]
-        for start in range(0, len(tasks), 3000):
-            supervisor.add_tasks(tasks[start:start + 3000])
-        make = worker_factory or (lambda name: app.worker(name))
         host = socket.gethostname()
+        orphans = (store.reclaim_stale(holder_prefix=f"{JOB_WORKER}{host}:")
+                   if lock is not None else [])
+        _check_earlier_run(tickets, store, outbox, job.fingerprint)
+        run_id = job.run_id(tickets)
+        app = job.app()
+        sup = Supervisor(store, stale_after=stale_after, kinds=app.kinds)
+        make = worker_factory or (lambda name: app.worker(name))
         for i in range(workers):
-            supervisor.register(make(f"{host}:{os.getpid()}:w{i + 1}"))
-
-        def job_done() -> bool:
-            """Every ticket of this input is written or has a DEAD task (other work in a
-            shared database does not keep the job running)."""
-            open_tickets = wanted - outbox.sent
-            if not open_tickets:
-                return True
-            dead = {t.id.rsplit("/", 1)[0] for t in store.list_tasks(status=Status.DEAD)}
-            return open_tickets <= dead and not any(
-                t.id.rsplit("/", 1)[0] in open_tickets
-                for s in (Status.PENDING, Status.ASSIGNED, Status.RUNNING, Status.FAILED)
-                for t in store.list_tasks(status=s))
-
-        def tick(stats: StoreStats) -> None:
-            outbox.send(_finished_records(store, wanted, triage_kind))
-            if progress is not None:
-                progress(stats, len(outbox.sent & wanted))
-            if workers > 0 and stats.unfinished and job_done():
-                supervisor.stop()
-
-        if workers > 0:
-            report = await supervisor.run(progress=tick)
-            retries, reclaimed = report.retries, report.reclaimed + orphans
-        else:
-            retries, reclaimed = 0, orphans
-            while True:
-                stats = await anyio.to_thread.run_sync(store.stats)
-                reclaimed += len(await anyio.to_thread.run_sync(store.reclaim_stale,
-                                                                stale_after))
-                await anyio.to_thread.run_sync(store.park_blocked)
-                tick(stats)
-                if stats.unfinished == 0 or job_done():
-                    break
-                await anyio.sleep(0.5)
-        outbox.send(_finished_records(store, wanted, triage_kind))
-        results = _finished_records(store, wanted, triage_kind)
-        dead = [(t.id, t.error or "") for t in store.list_tasks(status=Status.DEAD)
-                if t.id.rsplit("/", 1)[0] in wanted]
-        return JobReport(
-            tickets=len(tickets.tickets), skipped=tickets.skipped,
-            written=len(outbox.sent & wanted),
-            categories=Counter(r["category"] for r in results),
-            priorities=Counter(r["priority"] for r in results),
-            needs_human=sum(1 for r in results if r["needs_human"]),
-            retries=retries, reclaimed=reclaimed, dead=dead,
-            elapsed_s=time.monotonic() - began)
+            sup.register(make(f"{JOB_WORKER}{host}:{os.getpid()}:w{i + 1}"))
+        wanted = {t.id for t in tickets.tickets}
+        writer = _Writer(outbox, wanted, began, progress)
+        todo = [t for t in tickets.tickets if t.id not in outbox.sent]
+        counted = await _run(sup, job, todo, run_id, writer, local=workers > 0)
+        return _report(tickets, store, job, outbox, counted, len(orphans), began)
     finally:
         outbox.close()
         if lock is not None:
             lock.close()
+
+
+async def _run(sup: Supervisor, job: TicketJob, todo: Sequence[Ticket], run_id: str,
+               writer: _Writer, *, local: bool) -> tuple[int, int]:
+    """Submit the tickets' tasks and write them as they complete; returns
+    ``(retries, reclaimed)`` of this run."""
+    async def submit_and_write() -> None:
+        handles: list[TaskHandle] = []
+        for start in range(0, len(todo), 1000):
+            tasks = [task for t in todo[start:start + 1000] for task in job.tasks(t, run_id)]
+            handles += (await sup.submit_many(tasks))[2::3]      # the triage tasks
+        await _write_as_completed(sup, handles, writer)
+
+    if local:
+        async with sup.serving():
+            await submit_and_write()
+    else:
+        async with anyio.create_task_group() as group:
+            group.start_soon(_sweep, sup)
+            await submit_and_write()
+            group.cancel_scope.cancel()
+    return sup.counters.retries, sup.counters.reclaimed
+
+
+def _report(tickets: TicketFile, store: TaskStore, job: TicketJob, outbox: Outbox,
+            counted: tuple[int, int], orphans: int,
+            began: float) -> JobReport:
+    """The job's report, from one read of the input's triage tasks and DEAD tasks."""
+    wanted = {t.id for t in tickets.tickets}
+    finished = store.finished_among([f"{t.id}/triage" for t in tickets.tickets])
+    results = [t.result for t in finished.values() if t.status is Status.COMPLETED]
+    dead = [(t.id, t.error or "") for t in store.list_tasks(status=Status.DEAD)
+            if t.kind in job.kinds and str(t.payload.get("ticket_id")) in wanted]
+    retries, reclaimed = counted
+    return JobReport(
+        tickets=len(tickets.tickets), skipped=tickets.skipped,
+        written=len(outbox.sent & wanted),
+        categories=Counter(r["category"] for r in results),
+        priorities=Counter(r["priority"] for r in results),
+        needs_human=sum(1 for r in results if r["needs_human"]),
+        retries=retries, reclaimed=reclaimed + orphans, dead=dead,
+        elapsed_s=time.monotonic() - began)

@@ -236,7 +236,8 @@ class RunLoop:
             with anyio.CancelScope(shield=True):
                 handed = await anyio.to_thread.run_sync(
                     self.sup.settle_and_claim, outcomes, started, limiter=self._store_lock)
-                idle = not handed and not self.sup.dispatcher.busy()
+                idle = (self.until_finished and not handed
+                        and not self.sup.dispatcher.busy())
                 stats = (await anyio.to_thread.run_sync(self._sample,
                                                         limiter=self._store_lock)
                          if idle else None)
@@ -274,7 +275,9 @@ class RunLoop:
     async def _observe(self, stats: StoreStats | None, handed: bool) -> StoreStats | None:
         """Sample and report progress when due (or when idle, for the finish check)."""
         now = time.monotonic()
-        due = now >= self._next_progress
+        # serving (until stopped) without a progress callback needs no snapshot: a
+        # snapshot reads every task of the run, so taking one per tick costs O(N)
+        due = now >= self._next_progress and (self.until_finished or self.progress is not None)
         if stats is None and due:
             try:
                 stats = await anyio.to_thread.run_sync(self._sample,
@@ -291,10 +294,11 @@ class RunLoop:
         return stats
 
     def _done(self, stats: StoreStats | None, handed: bool) -> bool:
-        busy = self.sup.dispatcher.busy() or handed or self.outcomes or self.started
-        if stats is None or busy:
+        if self.sup.dispatcher.busy() or handed or self.outcomes or self.started:
             return False
-        return (self.until_finished and stats.unfinished == 0) or self.sup.stopping
+        if self.sup.stopping:
+            return True
+        return self.until_finished and stats is not None and stats.unfinished == 0
 
     async def _housekeeping(self) -> None:
         now = time.monotonic()

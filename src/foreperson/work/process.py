@@ -1,0 +1,233 @@
+"""Worker processes: run an :class:`~foreperson.work.app.App`'s task functions against a
+shared store, on any machine (``foreperson worker`` is a thin CLI over this module).
+
+How work is placed: there is no central dispatcher. Each worker process claims ready
+tasks only into its free slots (``concurrency``, plus a look-ahead of ``prefetch`` tasks
+so a finishing slot starts the next one at once), so a busy process claims nothing and
+an idle one takes the next task: load goes to the least-loaded processes by
+construction, and a process that can do only some kinds is never handed the others. A
+prefetched task stuck more than 2 s behind a long one is given back for another process.
+
+Every process also sweeps: a task whose lease expired (judged by the store's clock,
+whoever's the lease) goes back to PENDING, or DEAD once its attempts are used up; tasks
+whose dependency is DEAD are parked. So a killed worker (even ``kill -9``) strands
+nothing, with no separate sweeper to run.
+
+Stopping (:func:`serve`): SIGTERM or SIGINT stops claiming, lets in-flight tasks finish
+for up to ``grace_s`` seconds, then gives back (releases, attempt not counted) whatever is
+still held and exits. A second signal skips the wait.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+import os
+import signal
+import socket
+import sys
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from ..errors import ConfigurationError, StoreError
+from .app import App
+from .store import TaskStore, TracksWorkers
+from .supervisor import Supervisor
+from .task import Task
+from .worker import Worker
+
+__all__ = ["AppWorker", "default_worker_name", "load_app", "process_supervisor", "serve"]
+
+log = logging.getLogger("foreperson.worker")
+
+
+def load_app(spec: str) -> App:
+    """Import the :class:`~foreperson.work.app.App` named by ``spec``.
+
+    Args:
+        spec: ``package.module`` (its attribute ``app``) or ``package.module:attr``.
+            The current directory is importable, as with ``python -m``.
+
+    Returns:
+        the App.
+
+    Raises:
+        ConfigurationError: the module cannot be imported, has no such attribute, or
+            the attribute is not an App.
+    """
+    module_name, _, attr = spec.partition(":")
+    attr = attr or "app"
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import {module_name!r} for the app {spec!r}: {exc} "
+                                 "(run from the project's directory or set PYTHONPATH)") from exc
+    try:
+        app = getattr(module, attr)
+    except AttributeError:
+        raise ConfigurationError(f"module {module_name!r} has no attribute {attr!r}: "
+                                 f"name the App as {module_name}:NAME") from None
+    if not isinstance(app, App):
+        raise ConfigurationError(f"{spec} is a {type(app).__name__}, not a foreperson App")
+    return app
+
+
+class AppWorker(Worker):
+    """One worker for every chosen function of an :class:`~foreperson.work.app.App`,
+    async and blocking alike: coroutine functions run on the event loop, blocking ones in
+    threads (at most ``concurrency`` at a time), so one process name covers them all.
+
+    Args:
+        app: the App.
+        name: the worker's name (``host:pid`` for ``foreperson worker``).
+        kinds: kinds to take (default: all of the app's).
+        concurrency: tasks at once (>= 1).
+
+    Raises:
+        ConfigurationError: a kind the app does not have, or an app without functions.
+    """
+
+    def __init__(self, app: App, name: str, *, kinds: list[str] | None = None,
+                 concurrency: int = 1) -> None:
+        chosen = list(dict.fromkeys(kinds)) if kinds else sorted(app.kinds)
+        unknown = sorted(set(chosen) - app.kinds)
+        if unknown:
+            raise ConfigurationError(
+                f"the app has no task function for {unknown}; it has {sorted(app.kinds)}")
+        if not chosen:
+            raise ConfigurationError("the app has no task functions")
+        super().__init__(name, chosen, concurrency=concurrency)
+        self._functions = {k: app.functions[k] for k in chosen}
+        self._threads = anyio.CapacityLimiter(concurrency)
+
+    async def execute(self, task: Task) -> Any:
+        """Run the task's function: awaited when async, in a thread when blocking."""
+        fn = self._functions[task.kind]
+        if _is_coroutine_function(fn):
+            return await fn(task)  # type: ignore[misc]
+        return await anyio.to_thread.run_sync(fn, task, limiter=self._threads)
+
+
+def _is_coroutine_function(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn)
+
+
+def default_worker_name() -> str:
+    """``host:pid``: unique among live workers, and says where to look."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def process_supervisor(store: TaskStore, worker: Worker, *, stale_after_s: float = 90.0,
+                       prefetch: int | None = None) -> Supervisor:
+    """The supervisor one worker process runs around its worker.
+
+    Pull mode: the process claims for itself, only kinds ``worker`` can do, only into
+    its free slots plus a look-ahead of ``prefetch`` tasks, so a finishing slot starts
+    the next task at once instead of waiting for a round trip to the database (a
+    prefetched task stuck more than 2 s behind a long one is given back for another
+    process). All free slots are filled in one transaction.
+
+    Args:
+        store: the shared store.
+        worker: the process's worker (``concurrency`` slots).
+        stale_after_s: seconds without a heartbeat before a task is reclaimed.
+        prefetch: look-ahead; default half the concurrency (at least 1).
+
+    Returns:
+        the supervisor, with ``worker`` registered.
+    """
+    prefetch = max(1, worker.concurrency // 2) if prefetch is None else prefetch
+    supervisor = Supervisor(store, pull=True, stale_after=stale_after_s, prefetch=prefetch,
+                            kinds=worker.can_do)
+    supervisor.claim_batch = worker.concurrency + prefetch
+    supervisor.register(worker)
+    return supervisor
+
+
+async def serve(supervisor: Supervisor, *, grace_s: float = 30.0,
+                idle_wait_s: float = 1.0, signals: bool = True) -> bool:
+    """Run ``supervisor`` as a worker process until SIGTERM / SIGINT.
+
+    On the first signal the supervisor stops claiming; in-flight tasks get ``grace_s``
+    seconds to finish, then whatever is still held is released (back to PENDING, the
+    attempt not counted) and the run is cancelled. A second signal skips the wait.
+    While running, the process records its heartbeat in the store (``worker_seen``,
+    when the store keeps a worker table) for ``foreperson status``.
+
+    Args:
+        supervisor: a ``pull=True`` supervisor with its worker registered.
+        grace_s: seconds in-flight tasks may take to finish after a stop signal.
+        idle_wait_s: longest pause when idle, seconds (wake-ups from the store, such as
+            PostgreSQL's NOTIFY, usually end it sooner).
+        signals: install the SIGTERM / SIGINT handlers (the main thread only).
+
+    Returns:
+        True when every in-flight task finished within the grace period, False when some
+        had to be released.
+    """
+    store = supervisor.store
+    worker = next(iter(supervisor.workers.values()))
+    tracks = store if isinstance(store, TracksWorkers) else None
+    drained = True
+    stopping = anyio.Event()
+    hard_stop = anyio.Event()
+    run_scope = anyio.CancelScope()
+
+    async def registration() -> None:
+        while tracks is not None:
+            try:
+                await anyio.to_thread.run_sync(tracks.worker_seen, worker.name,
+                                               sorted(worker.can_do), worker.concurrency)
+            except StoreError as exc:
+                log.warning("cannot record this worker's heartbeat: %s", exc)
+            await anyio.sleep(supervisor.heartbeat_every_s)
+
+    async def watch_signals() -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+            async for signum in received:
+                name = signal.Signals(signum).name
+                if not stopping.is_set():
+                    log.info("%s: stopping; in-flight tasks have %g s to finish", name, grace_s)
+                    stopping.set()
+                else:
+                    log.info("%s again: giving held tasks back now", name)
+                    hard_stop.set()
+
+    async def enforce_grace() -> None:
+        nonlocal drained
+        await stopping.wait()
+        supervisor.stop()
+        with anyio.move_on_after(grace_s):
+            await hard_stop.wait()
+        drained = False
+        released = await anyio.to_thread.run_sync(supervisor.release_held)
+        if released:
+            log.warning("grace period over: released %d task(s) still held: %s",
+                        len(released), released[:5])
+        run_scope.cancel()
+        # A blocking task function cannot be interrupted; its lease is already given
+        # back (any late write is refused), so do not wait for it.
+        await anyio.sleep(1.0)
+        log.warning("abandoning blocking task function(s) still running")
+        logging.shutdown()
+        os._exit(0)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(registration)
+        if signals:
+            tg.start_soon(watch_signals)
+        tg.start_soon(enforce_grace)
+        with run_scope:
+            await supervisor.run(until_finished=False, idle_wait_s=idle_wait_s)
+        tg.cancel_scope.cancel()
+    if tracks is not None:
+        try:
+            await anyio.to_thread.run_sync(tracks.worker_gone, worker.name)
+        except StoreError as exc:  # pragma: no cover - the store went away meanwhile
+            log.warning("cannot remove this worker from the worker table: %s", exc)
+    return drained
