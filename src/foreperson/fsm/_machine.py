@@ -530,14 +530,13 @@ class _Run:
         policy = self.spec.policy
         try:
             while not self.state.terminal:
-                await self._satisfy()
-                edge = self._choose()
-                if self.iterations >= policy.max_iterations:
+                if self.iterations >= policy.max_iterations:   # before anyone is summoned
                     raise _Stop("max_iterations",
-                                f"maxIterations ({policy.max_iterations}) reached in state "
-                                f"{self.state.name!r}; the next transition would go to "
-                                f"{edge.target!r}")
-                self._take(edge)
+                                f"maxIterations ({policy.max_iterations}) reached: "
+                                f"{self.iterations} transitions taken, parked in state "
+                                f"{self.state.name!r}")
+                await self._satisfy()
+                self._take(self._choose())
                 if self.store is not None and self.iterations % policy.checkpoint_every == 0:
                     await _call(self.store.put_step, Step(
                         self.run_id, f"checkpoint/{self.iterations}", _KIND_CHECKPOINT,

@@ -10,7 +10,6 @@ plain words such as ``no`` that YAML 1.1 reads as booleans.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +21,8 @@ Path = tuple[str | int, ...]
 """Where a value is in the document: keys and list indexes from the root."""
 
 _MAX_NODES = 200_000     # an alias bomb stops here instead of eating memory
+_PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in (
+    "str", "int", "float", "bool", "null", "seq", "map", "timestamp", "binary", "merge"))
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,10 @@ class _Builder:
                                     "expanding?); write it out plainly")
             return None
         out.values[path] = self._at(node)
+        if node.tag not in _PLAIN_TAGS:
+            self._problem(node, f"YAML tag {node.tag!r} is not allowed in a machine (it is "
+                                "read safely, as plain data): remove the tag")
+            return None
         if isinstance(node, yaml.ScalarNode):
             out.scalars[path] = Scalar(
                 node.value, node.style or None,
@@ -211,13 +216,3 @@ class _Builder:
         self._problem(node, f"unsupported YAML node {type(node).__name__}")  # pragma: no cover
         return None
 
-
-def walk(data: Any, path: Path = ()) -> Iterator[tuple[Path, Any]]:
-    """Every ``(path, value)`` of ``data``, depth first, the root included."""
-    yield path, data
-    if isinstance(data, dict):
-        for key, value in data.items():
-            yield from walk(value, (*path, key))
-    elif isinstance(data, list):
-        for index, value in enumerate(data):
-            yield from walk(value, (*path, index))
