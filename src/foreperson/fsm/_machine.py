@@ -335,7 +335,16 @@ class Machine:
             As :meth:`run`.
         """
         _refuse_running_loop("run_sync", "run")
-        return anyio.run(lambda: self.run(request, **options))
+
+        async def run_and_release() -> MachineResult:
+            summoner, owned = self._own_summoner(options)
+            try:
+                return await self.run(request, **options, summoner=summoner)
+            finally:
+                if owned:
+                    await summoner.aclose()
+
+        return anyio.run(run_and_release)
 
     async def resume(
         self,
@@ -397,9 +406,27 @@ class Machine:
             As :meth:`resume`.
         """
         _refuse_running_loop("resume_sync", "resume")
-        return anyio.run(lambda: self.resume(run_id, **options))
+
+        async def resume_and_release() -> MachineResult:
+            summoner, owned = self._own_summoner(options)
+            try:
+                return await self.resume(run_id, **options, summoner=summoner)
+            finally:
+                if owned:
+                    await summoner.aclose()
+
+        return anyio.run(resume_and_release)
 
     # -- helpers ---------------------------------------------------------------------------
+    def _own_summoner(self, options: dict[str, Any]) -> tuple[Any, bool]:
+        """For the ``_sync`` wrappers: the summoner, and whether it was made here from
+        ``agents=`` (its models' connections belong to the wrapper's loop, so it closes
+        them at the end, as ``Agent.run_sync`` does). Pops both options."""
+        agents = options.pop("agents", None)
+        summoner = options.pop("summoner", None)
+        made = self._summoner(agents, summoner)
+        return made, summoner is None
+
     def _summoner(self, agents: Mapping[str, Agent[Any]] | None,
                   summoner: Summoner | None) -> Summoner:
         if (agents is None) == (summoner is None):

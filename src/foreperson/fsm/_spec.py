@@ -378,7 +378,7 @@ class _Checker:
             self.problem(where, f"unknown key {key!r} in {what}{_suggest(key, allowed)}; "
                                 f"its keys are: {_one_of(allowed)}", key=True)
         elif kind == "missing":
-            self.problem((*path, *loc[:-1]), f"{what} needs {key!r}")
+            self.problem((*path, *loc[:-1]), f"{what} needs {key!r}", key=True)
         elif kind in ("model_type", "dict_type") and not loc:
             self.problem(path, f"{what} must be a mapping of keys, got "
                                f"{self._got(error['input'], where)}")
@@ -436,7 +436,8 @@ class _Checker:
         raw_states = fsm.get("states")
         if not isinstance(raw_states, dict) or not raw_states:
             self.problem(("fsm", "states") if "states" in fsm else ("fsm",),
-                         "a machine needs `states:`, a mapping of state names to states")
+                         "a machine needs `states:`, a mapping of state names to states",
+                         key=True)
             raw_states = {}
         self.state_names = list(raw_states)
         for name in self.state_names:

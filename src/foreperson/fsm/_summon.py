@@ -12,7 +12,6 @@ writes it made), so a summons can run anywhere: in this process
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -233,10 +232,17 @@ class AgentSummoner:
                                          f"{UPDATE_CONTEXT!r}; the machine adds its own")
             self._agents[name] = agent.clone(tools=[*agent.tools.values(), tool])
 
-    @property
-    def names(self) -> set[str]:
-        """The agents it can summon."""
-        return set(self._agents)
+    async def aclose(self) -> None:
+        """Close the connections of the agents' models (each model once); they stay
+        usable and reconnect when called again."""
+        seen: set[int] = set()
+        for agent in self._agents.values():
+            if id(agent.model) in seen:
+                continue
+            seen.add(id(agent.model))
+            close = getattr(agent.model, "aclose", None)
+            if close is not None:
+                await close()
 
     async def _update_context(self, field: str, value: Any, run: RunContext) -> str:
         """Write one field of the shared context. The fields you may write, and their
@@ -275,7 +281,3 @@ class AgentSummoner:
             del self._writers[run_id]
         return SummonResult(writer.writes, result.text, result.usage, result.stop_reason)
 
-
-def dump(value: Any) -> str:
-    """Canonical JSON text of ``value`` (for digests and logs)."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
