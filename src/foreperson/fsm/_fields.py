@@ -15,6 +15,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Literal
 
 __all__ = [
@@ -234,8 +235,35 @@ def context_block(fields: dict[str, FieldSpec], context: dict[str, Any],
     Returns:
         ``{field: text}`` of the set fields.
     """
-    return {name: _cap(render_value(context.get(name)), cap)
-            for name in fields if is_set(context.get(name))}
+    block: dict[str, str] = {}
+    for name in fields:
+        value = context.get(name)
+        if value is None or value == "" or value == [] or value == {}:
+            continue                                        # not set (see is_set)
+        if value.__class__ is str:
+            block[name] = value if len(value) <= cap else value[:cap - 1] + "…"
+        else:
+            block[name] = _capped(value, cap)
+    return block
+
+
+def _capped(value: Any, cap: int) -> str:
+    """``render_value(value)`` capped at ``cap`` characters, without rendering more of a
+    long list than the cap shows (a record of 10,000 notes costs the same as of 3)."""
+    if isinstance(value, list):
+        parts: list[str] = []
+        size = 1
+        for item in value:
+            text = encode_basestring(item) if isinstance(item, str) else \
+                json.dumps(item, ensure_ascii=False)
+            parts.append(text)
+            size += len(text) + 2
+            if size > cap:
+                return _cap("[" + ", ".join(parts) + ", …]", cap)
+        return _cap("[" + ", ".join(parts) + "]", cap)
+    if isinstance(value, str):
+        return _cap(value, cap)
+    return _cap(render_value(value), cap)
 
 
 _TEMPLATE = re.compile(r"\{\{(.*?)\}\}", re.S)

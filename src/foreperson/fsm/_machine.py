@@ -22,6 +22,8 @@ The run follows seed 003:
 from __future__ import annotations
 
 import asyncio
+import copy
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -199,6 +201,7 @@ class Machine:
     def __init__(self, spec: MachineSpec, *, clock: Clock | None = None,
                  ids: IdSource = new_id) -> None:
         self.spec = spec
+        self._finite = _finite_states(spec)
         self.clock: Clock = clock or SystemClock()
         self.ids = ids
 
@@ -336,15 +339,18 @@ class Machine:
         """
         _refuse_running_loop("run_sync", "run")
 
-        async def run_and_release() -> MachineResult:
+        out: list[MachineResult] = []
+
+        async def run_and_release() -> None:
             summoner, owned = self._own_summoner(options)
             try:
-                return await self.run(request, **options, summoner=summoner)
+                out.append(await self.run(request, **options, summoner=summoner))
             finally:
                 if owned:
                     await summoner.aclose()
 
-        return anyio.run(run_and_release)
+        anyio.run(run_and_release)      # returns None: see _sync_result
+        return out[0]
 
     async def resume(
         self,
@@ -390,11 +396,11 @@ class Machine:
         summoner = self._summoner(agents, summoner)
         run = _Run(self, summoner, store, run_id, start.result["request"])
         run.recorded = {s.key: s for s in steps if s.kind == _KIND_SUMMONS}
-        checkpoints = [s for s in steps if s.kind == _KIND_CHECKPOINT]
+        checkpoints = [s.result for s in steps if s.kind == _KIND_CHECKPOINT]
         if checkpoints:
-            run.restore(checkpoints[-1].result)
+            run.restore(checkpoints)
         else:
-            run.context = dict(start.result["context"])
+            run.context = _own(start.result["context"])
             run.enter(self.spec.initial_state)
         return await run.go()
 
@@ -407,17 +413,25 @@ class Machine:
         """
         _refuse_running_loop("resume_sync", "resume")
 
-        async def resume_and_release() -> MachineResult:
+        out: list[MachineResult] = []
+
+        async def resume_and_release() -> None:
             summoner, owned = self._own_summoner(options)
             try:
-                return await self.resume(run_id, **options, summoner=summoner)
+                out.append(await self.resume(run_id, **options, summoner=summoner))
             finally:
                 if owned:
                     await summoner.aclose()
 
-        return anyio.run(resume_and_release)
+        anyio.run(resume_and_release)   # returns None: see _sync_result
+        return out[0]
 
     # -- helpers ---------------------------------------------------------------------------
+    # _sync_result: the ``_sync`` wrappers hand the result out through a list, not as the
+    # main task's return value, because asyncio's runner formats that task (result
+    # included) with repr() when it restores the SIGINT handler: a second for the repr of
+    # a 20,000-transition trace.
+
     def _own_summoner(self, options: dict[str, Any]) -> tuple[Any, bool]:
         """For the ``_sync`` wrappers: the summoner, and whether it was made here from
         ``agents=`` (its models' connections belong to the wrapper's loop, so it closes
@@ -472,6 +486,32 @@ def _refuse_running_loop(name: str, async_name: str) -> None:
                        f"`await machine.{async_name}(...)` instead")
 
 
+_finite_views = threading.local()
+"""Per thread (a ``cel.Context`` is not thread-safe): the CEL contexts of the views made
+only of enum and boolean fields, by state and values."""
+
+
+def _cel_context(view: dict[str, Any]) -> Any:
+    import cel
+
+    return cel.Context(variables={CONTEXT: view})
+
+
+def _finite_states(spec: MachineSpec) -> frozenset[str]:
+    """The states whose expressions read only enum and boolean fields."""
+    return frozenset(
+        name for name, state in spec.states.items()
+        if state.reads is not None
+        and all(spec.fields[f].type in ("enum", "boolean") for f in state.reads))
+
+
+def _own(context: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``context`` whose lists and objects are new (a journal may hand back
+    the objects it stores; the run appends to its lists in place)."""
+    return {k: copy.deepcopy(v) if isinstance(v, list | dict) else v
+            for k, v in context.items()}
+
+
 async def _call(function: Any, *args: Any) -> Any:
     """A blocking journal call, in a worker thread (the Journal protocol is blocking)."""
     return await anyio.to_thread.run_sync(function, *args)
@@ -491,6 +531,7 @@ class _Run:
                  run_id: str, request: str) -> None:
         self.machine = machine
         self.spec = machine.spec
+        self.spec_finite = machine._finite
         self.summoner = summoner
         self.store = store
         self.run_id = run_id
@@ -499,8 +540,11 @@ class _Run:
         self.state: StateSpec = next(iter(self.spec.states.values()))
         self.iterations = 0
         self.trace: list[Transition] = []
+        self._checkpointed = 0                  # transitions already in a checkpoint
         self.usage = Usage()
         self.recorded: dict[str, Step] = {}
+        self._writable: dict[tuple[str, str], tuple[tuple[FieldSpec, ...],
+                                                    dict[str, FieldSpec]]] = {}
         self._activation: Any = None
         # the current visit
         self._writes: list[Write] = []
@@ -521,21 +565,30 @@ class _Run:
         self._replayed = False
         self._activation = None
 
-    def restore(self, checkpoint: Mapping[str, Any]) -> None:
-        self.context = dict(checkpoint["context"])
-        self.iterations = checkpoint["iterations"]
-        self.trace = [Transition.from_json(t) for t in checkpoint["trace"]]
-        self.usage = Usage(**checkpoint["usage"])
-        self.enter(checkpoint["state"])
+    def restore(self, checkpoints: list[Mapping[str, Any]]) -> None:
+        """Continue from the last checkpoint; each holds the transitions since the one
+        before it, so the trace is their concatenation."""
+        last = checkpoints[-1]
+        self.context = _own(last["context"])
+        self.iterations = last["iterations"]
+        self.trace = [Transition.from_json(t) for c in checkpoints for t in c["trace"]]
+        self._checkpointed = len(self.trace)
+        self.usage = Usage(**last["usage"])
+        self.enter(last["state"])
 
     def snapshot(self) -> dict[str, Any]:
+        """A checkpoint: where the run is parked, its context, and the transitions since
+        the previous checkpoint (so each checkpoint costs the same, however long the
+        run)."""
+        since = self.trace[self._checkpointed:]
+        self._checkpointed = len(self.trace)
         return {"format": CHECKPOINT_FORMAT, "state": self.state.name,
                 "context": self.context, "iterations": self.iterations,
-                "trace": [t.to_json() for t in self.trace], "usage": asdict(self.usage)}
+                "trace": [t.to_json() for t in since], "usage": asdict(self.usage)}
 
     def _set(self, name: str, value: Any, by: str, op: Literal["assign", "append"]) -> None:
-        if op == "append":
-            self.context[name] = [*self.context[name], value]
+        if op == "append":       # in place: the run owns its lists (see _own)
+            self.context[name].append(value)
         else:
             self.context[name] = value
         self._writes.append(Write(name, value, by, op))
@@ -545,11 +598,22 @@ class _Run:
         """The CEL variables of this moment, built once until the next write (only the
         fields the state's expressions read, unless one reads the whole context)."""
         if self._activation is None:
-            import cel
-
-            reads = self.state.reads
-            view = self.context if reads is None else {f: self.context[f] for f in reads}
-            self._activation = cel.Context(variables={CONTEXT: view})
+            state = self.state
+            reads = state.reads
+            if reads is None:
+                self._activation = _cel_context(self.context)
+            elif state.name in self.spec_finite:
+                # only enum / boolean fields: few distinct views, each built once per thread
+                key = (state.name, *(self.context[f] for f in reads))
+                cache = _finite_views.__dict__
+                found = cache.get(key)
+                if found is None:
+                    if len(cache) > 4096:
+                        cache.clear()
+                    found = cache[key] = _cel_context({f: self.context[f] for f in reads})
+                self._activation = found
+            else:
+                self._activation = _cel_context({f: self.context[f] for f in reads})
         return self._activation
 
     # -- the loop ------------------------------------------------------------------------------
@@ -573,7 +637,7 @@ class _Run:
         return await self._finish("completed", None)
 
     async def _finish(self, reason: StopReason, detail: str | None) -> MachineResult:
-        result = MachineResult(self.run_id, self.spec.name, self.request, dict(self.context),
+        result = MachineResult(self.run_id, self.spec.name, self.request, _own(self.context),
                                self.state.name, reason, detail, tuple(self.trace), self.usage)
         if self.store is not None:
             await _call(self.store.put_step, Step(self.run_id, "end", _KIND_END,
@@ -609,7 +673,12 @@ class _Run:
     async def _summon(self, agent: str, exchange: int, missing: tuple[str, ...]) -> None:
         state = self.state
         fields = self.spec.fields
-        writable = tuple(fields[name] for name in state.fields_from(agent))
+        known = self._writable.get((state.name, agent))
+        if known is None:
+            writable = tuple(fields[name] for name in state.fields_from(agent))
+            known = self._writable[(state.name, agent)] = (
+                writable, {f.name: f for f in writable})
+        writable, allowed = known
         summons = Summons(
             run_id=self.run_id,
             key=f"summons/{self.iterations}/{state.name}/{agent}/{exchange}",
@@ -619,7 +688,6 @@ class _Run:
             writable=writable, missing=missing, exchange=exchange)
         self._summoned.append(agent)
         result = await self._result_of(summons)
-        allowed = {f.name: f for f in writable}
         for name, value in result.writes:
             spec = allowed.get(name)
             if spec is None:
@@ -627,9 +695,13 @@ class _Run:
                                f"{name!r} by {agent!r} in state {state.name!r}, which may "
                                f"write only {', '.join(allowed) or 'nothing'}")
             self._apply(spec, value, agent)
-        self.usage = self.usage + result.usage
+        used = result.usage
+        if used.model_calls or used.tool_calls or used.input_tokens or used.output_tokens:
+            self.usage = self.usage + used
 
     async def _result_of(self, summons: Summons) -> SummonResult:
+        if self.store is None:
+            return await self.summoner.summon(summons)
         digest = request_digest(summons.to_json())
         recorded = self.recorded.get(summons.key)
         if recorded is not None:

@@ -349,6 +349,7 @@ class _Checker:
         self.agent_names: dict[str, None] = {}
         self.state_names: list[str] = []
         self.states: dict[str, StateSpec] = {}
+        self._sample_cache: list[dict[str, Any]] | None = None
 
     # helpers
     def problem(self, path: Path, message: str, *, key: bool = False,
@@ -395,7 +396,7 @@ class _Checker:
             self.problem(where, f"{key or what}: {error['msg']}")
 
     def _got(self, value: Any, path: Path) -> str:
-        scalar = self.doc.scalars.get(path)
+        scalar = self.doc.scalar(path)
         if isinstance(value, bool) and scalar is not None and scalar.style is None \
                 and scalar.text.lower() not in ("true", "false"):
             return (f"{scalar.text!r}, which YAML reads as the boolean "
@@ -670,7 +671,10 @@ class _Checker:
         return out
 
     def _samples(self) -> list[dict[str, Any]]:
-        return [{n: f.sample(v) for n, f in self.fields.items()} for v in (0, 1)]
+        if self._sample_cache is None:
+            self._sample_cache = [{n: f.sample(v) for n, f in self.fields.items()}
+                                  for v in (0, 1)]
+        return self._sample_cache
 
     def _expression(self, source: str, path: Path, offset: int) -> Expression | None:
         """Compile, check names and fields; None when broken (problems recorded)."""

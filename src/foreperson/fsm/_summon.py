@@ -87,11 +87,11 @@ class Summons:
 
     def to_json(self) -> dict[str, Any]:
         """The summons as JSON (a task payload)."""
-        data = asdict(self)
-        data["context"] = dict(self.context)
-        data["writable"] = [f.to_json() for f in self.writable]
-        data["missing"] = list(self.missing)
-        return data
+        return {"run_id": self.run_id, "key": self.key, "machine": self.machine,
+                "state": self.state, "agent": self.agent, "objective": self.objective,
+                "context": dict(self.context), "request": self.request,
+                "writable": [f.to_json() for f in self.writable],
+                "missing": list(self.missing), "exchange": self.exchange}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Summons:

@@ -21,6 +21,7 @@ Path = tuple[str | int, ...]
 """Where a value is in the document: keys and list indexes from the root."""
 
 _MAX_NODES = 200_000     # an alias bomb stops here instead of eating memory
+_STR = "tag:yaml.org,2002:str"
 _PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in (
     "str", "int", "float", "bool", "null", "seq", "map", "timestamp", "binary", "merge"))
 
@@ -56,21 +57,20 @@ class Scalar:
 
 @dataclass
 class Located:
-    """A YAML document as plain data, with positions.
+    """A YAML document as plain data, with the node of every key and value, so any
+    position can be told when a problem is reported (and costs nothing otherwise).
 
     Attributes:
         data: the document (dicts, lists, str, int, float, bool, None).
         source: the file name used in problems.
-        values: the position of the value at each path.
-        keys: the position of the key of each mapping entry, by the entry's path.
-        scalars: how each scalar value was written, by path.
+        values: the YAML node of the value at each path.
+        keys: the YAML node of the key of each mapping entry, by the entry's path.
     """
 
     data: Any
     source: str
-    values: dict[Path, Mark] = field(default_factory=dict)
-    keys: dict[Path, Mark] = field(default_factory=dict)
-    scalars: dict[Path, Scalar] = field(default_factory=dict)
+    values: dict[Path, Any] = field(default_factory=dict)
+    keys: dict[Path, Any] = field(default_factory=dict)
 
     def mark(self, path: Path, *, key: bool = False) -> Mark | None:
         """The position of ``path`` (its key when ``key``), else of its nearest
@@ -78,10 +78,19 @@ class Located:
         table = self.keys if key else self.values
         for depth in range(len(path), -1, -1):
             sub = path[:depth]
-            found = table.get(sub) or self.values.get(sub)
-            if found is not None:
-                return found
+            node = table.get(sub) or self.values.get(sub)
+            if node is not None:
+                return Mark(node.start_mark.line + 1, node.start_mark.column + 1)
         return None
+
+    def scalar(self, path: Path) -> Scalar | None:
+        """How the scalar at ``path`` was written, or None (not a scalar)."""
+        node = self.values.get(path)
+        if node is None or not hasattr(node.value, "upper"):     # str: a scalar node
+            return None
+        style = node.style or None
+        return Scalar(node.value, style, node.start_mark.line == node.end_mark.line
+                      and style not in ("|", ">"))
 
     def problem(self, path: Path, message: str, *, key: bool = False,
                 offset: int | None = None) -> SpecProblem:
@@ -101,7 +110,7 @@ class Located:
         if mark is None:
             return SpecProblem(self.source, None, None, message)
         column = mark.column
-        info = self.scalars.get(path)
+        info = self.scalar(path)
         if offset is not None and info is not None and info.single_line:
             column += offset + (1 if info.style in ("'", '"') else 0)
         return SpecProblem(self.source, mark.line, column, message)
@@ -172,47 +181,40 @@ class _Builder:
                 self._problem(node, f"the document has more than {_MAX_NODES} nodes (aliases "
                                     "expanding?); write it out plainly")
             return None
-        out.values[path] = self._at(node)
-        if node.tag not in _PLAIN_TAGS:
-            self._problem(node, f"YAML tag {node.tag!r} is not allowed in a machine (it is "
+        out.values[path] = node
+        tag = node.tag
+        if tag == _STR:
+            return node.value
+        if tag not in _PLAIN_TAGS:
+            self._problem(node, f"YAML tag {tag!r} is not allowed in a machine (it is "
                                 "read safely, as plain data): remove the tag")
             return None
         if isinstance(node, yaml.ScalarNode):
-            out.scalars[path] = Scalar(
-                node.value, node.style or None,
-                node.start_mark.line == node.end_mark.line and node.style not in ("|", ">"))
             value = self.constructor.construct_object(node, deep=True)
-            if isinstance(value, datetime.date | datetime.datetime):
+            if isinstance(value, datetime.date | datetime.datetime | bytes):
                 return node.value      # a date is data for us: keep it as written
-            if isinstance(value, bytes):
-                return node.value
             return value
         if isinstance(node, yaml.SequenceNode):
             return [self.build(item, (*path, i), out) for i, item in enumerate(node.value)]
-        if isinstance(node, yaml.MappingNode):
-            result: dict[str, Any] = {}
-            first: dict[str, Mark] = {}
-            for key_node, value_node in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    self._problem(key_node, "merge keys (`<<`) are not supported: write the "
-                                            "keys out in full")
-                    continue
-                if not isinstance(key_node, yaml.ScalarNode):
-                    self._problem(key_node, "a key must be a plain name, not a list or a "
-                                            "mapping")
-                    continue
-                key = key_node.value        # names as written: `no:` is the name "no"
-                key_mark = self._at(key_node)
-                if key in first:
-                    earlier = first[key]
-                    self._problem(key_node, f"duplicate key {key!r} (first at line "
-                                            f"{earlier.line}); YAML would silently keep only "
-                                            "the last one: remove or rename one of them")
-                    continue
-                first[key] = key_mark
-                out.keys[(*path, key)] = key_mark
-                result[key] = self.build(value_node, (*path, key), out)
-            return result
-        self._problem(node, f"unsupported YAML node {type(node).__name__}")  # pragma: no cover
-        return None
-
+        result: dict[str, Any] = {}
+        first: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                self._problem(key_node, "merge keys (`<<`) are not supported: write the "
+                                        "keys out in full")
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                self._problem(key_node, "a key must be a plain name, not a list or a mapping")
+                continue
+            key = key_node.value        # names as written: `no:` is the name "no"
+            if key in first:
+                line = first[key].start_mark.line + 1
+                self._problem(key_node, f"duplicate key {key!r} (first at line {line}); YAML "
+                                        "would silently keep only the last one: remove or "
+                                        "rename one of them")
+                continue
+            first[key] = key_node
+            entry = (*path, key)
+            out.keys[entry] = key_node
+            result[key] = self.build(value_node, entry, out)
+        return result
