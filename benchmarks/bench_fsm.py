@@ -240,11 +240,16 @@ def main(runs: int) -> None:
     machine = Machine.from_file(ROUTER)
     seed_machine = Machine.from_file(SEED)       # checkpointEvery: 5
     walk_rate(machine, 50)                       # warm up
-    wall, cpu = walk_rate(machine, runs)
-    emit("transitions_per_s_memory_walk", wall, "transitions/s", target=20_000,
-         at_least=True, per_cpu_s=round(cpu), runs=runs, transitions_per_run=6)
-    emit("transitions_per_s_memory_long_run", long_run_rate(20_000), "transitions/s",
-         target=20_000, at_least=True, transitions=20_000)
+    # batches, median reported: this machine is shared with other work
+    batches = [walk_rate(machine, 250) for _ in range(max(runs // 250, 3))]
+    walls = sorted(b[0] for b in batches)
+    emit("transitions_per_s_memory_walk", statistics.median(walls), "transitions/s",
+         target=20_000, at_least=True, best=round(walls[-1]), worst=round(walls[0]),
+         per_cpu_s=round(statistics.median(b[1] for b in batches)), batches=len(batches),
+         runs_per_batch=250, transitions_per_run=6)
+    longs = sorted(long_run_rate(20_000) for _ in range(3))
+    emit("transitions_per_s_memory_long_run", statistics.median(longs), "transitions/s",
+         target=20_000, at_least=True, best=round(longs[-1]), transitions=20_000)
     wall, cpu = walk_rate(seed_machine, max(runs // 5, 50), MemoryStore)
     emit("transitions_per_s_memorystore_checkpoint_every_5", wall, "transitions/s",
          per_cpu_s=round(cpu), note="every summons journaled + a checkpoint per 5 "

@@ -66,7 +66,7 @@ _KIND_CHECKPOINT = "fsm.checkpoint"
 _KIND_END = "fsm.end"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Write:
     """One value written into the context.
 
@@ -83,7 +83,7 @@ class Write:
     op: Literal["assign", "append"] = "assign"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Transition:
     """One transition of a run, with what happened in the state it left.
 
