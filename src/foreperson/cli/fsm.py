@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -101,7 +101,7 @@ def run(
         raise ConfigurationError("--resume needs the --db the run was journaled in")
     llm = infer_model(model, base_url=base_url)
     spec = machine.spec
-    agents = {
+    agents: dict[str, Agent[Any]] = {
         name: Agent(agent.instructions or _INSTRUCTIONS.format(agent=name, machine=spec.name),
                     model=llm, name=name)
         for name, agent in spec.agents.items()
@@ -142,7 +142,7 @@ def run(
         raise typer.Exit(1)
 
 
-def _journal(path: str):
+def _journal(path: str) -> Any:
     """The SQLite store at ``path``, when it can journal steps."""
     from ..journal import Journal
     from ..work.stores.sqlite import SqliteStore

@@ -240,9 +240,10 @@ def compile_expression(source: str) -> Expression:
             whole = True
     unknown: list[tuple[str, int]] = []
     variables = set(program.variables()) - {CONTEXT} - bound
-    for name in sorted(variables):
-        offset = next((t.offset for t in tokens if t.kind == "ident" and t.text == name), 0)
-        unknown.append((name, offset))
+    for variable in sorted(variables):
+        offset = next((t.offset for t in tokens if t.kind == "ident" and t.text == variable),
+                      0)
+        unknown.append((variable, offset))
     comparisons = _comparisons(tokens)
     fields = tuple(dict.fromkeys(u.name for u in uses))
     return Expression(source, program, fields, tuple(uses), whole, tuple(comparisons),

@@ -14,8 +14,9 @@ import contextlib
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any, Literal
 
 __all__ = [
@@ -81,7 +82,12 @@ class FieldSpec:
     of: ItemType | None = None
 
     def allowed(self) -> str:
-        """What may be written, in words (for error messages and prompts)."""
+        """What may be written, in words (for error messages and prompts).
+
+        Returns:
+            ``one of: a, b, c`` for an enum, ``a string (each write appends it)`` for a
+            list of strings, ``a number`` ...
+        """
         if self.type == "enum":
             return "one of: " + ", ".join(self.values)
         if self.type == "list":
@@ -89,8 +95,12 @@ class FieldSpec:
         return f"{_article(self.type)} {self.type}"
 
     def empty(self) -> Any:
-        """The value of the field before anything is written: ``""`` for strings and
-        enums, ``[]`` for lists, ``{}`` for objects, None for numbers and booleans."""
+        """The value of the field before anything is written (and after it is consumed).
+
+        Returns:
+            ``""`` for strings and enums, ``[]`` for lists, ``{}`` for objects, None for
+            numbers and booleans.
+        """
         if self.type in ("string", "enum"):
             return ""
         if self.type == "list":
@@ -126,7 +136,13 @@ class FieldSpec:
         return _coerce(self.type, value, self)
 
     def coerce_items(self, value: Any) -> list[Any]:
-        """Items to append to a list field: ``value`` as one item, or each item of a list.
+        """Items to append to a list field (seed 003: lists only grow by append).
+
+        Args:
+            value: one item, or a list of items.
+
+        Returns:
+            The items, each converted to the ``of`` type.
 
         Raises:
             ValueError: an item does not fit ``of``.
@@ -135,8 +151,16 @@ class FieldSpec:
         return [_coerce(self.of or "string", item, self) for item in items]
 
     def sample(self, variant: int) -> Any:
-        """A value of this field's type, for checking CEL expressions at load
-        (variant 0: zero-like values; 1: others)."""
+        """A value of this field's type, for checking CEL expressions at load.
+
+        Args:
+            variant: 0 for zero-like values (``""``, ``0.0``, false, the first enum value,
+                a one-item list), 1 for others (``"x"``, ``1.0``, true, the last enum
+                value, an empty list).
+
+        Returns:
+            The sample value.
+        """
         if self.type == "enum":
             return self.values[0 if variant == 0 else -1] if self.values else ""
         if self.type == "list":
@@ -146,13 +170,27 @@ class FieldSpec:
                 "object": ({}, {})}[self.type][variant]
 
     def to_json(self) -> dict[str, Any]:
-        """The spec as JSON (``name``, ``type``, ``values``, ``of``)."""
+        """The spec as JSON, for a :class:`~foreperson.fsm.Summons` sent elsewhere.
+
+        Returns:
+            ``{"name", "type", "values", "of"}``.
+        """
         return {"name": self.name, "type": self.type, "values": list(self.values),
                 "of": self.of}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FieldSpec:
-        """A spec from :meth:`to_json`."""
+        """Read a spec written by :meth:`to_json`.
+
+        Args:
+            data: the JSON object.
+
+        Returns:
+            The spec.
+
+        Raises:
+            KeyError: ``name`` or ``type`` is missing.
+        """
         return cls(data["name"], data["type"], tuple(data.get("values") or ()),
                    data.get("of"))
 
@@ -222,7 +260,7 @@ def _coerce(kind: str, value: Any, spec: FieldSpec) -> Any:
     raise ValueError(f"{what}: unknown type {kind!r}")  # pragma: no cover - checked at load
 
 
-def context_block(fields: dict[str, FieldSpec], context: dict[str, Any],
+def context_block(fields: Mapping[str, FieldSpec], context: Mapping[str, Any],
                   cap: int = CONTEXT_VALUE_CAP) -> dict[str, str]:
     """The CONTEXT block an agent reads: every set field, in declaration order, its
     value as text capped at ``cap`` characters (seed 003: 300).

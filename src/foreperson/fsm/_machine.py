@@ -112,14 +112,25 @@ class Transition:
     replayed: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        """The transition as JSON."""
+        """The transition as JSON (checkpoints, ``fsm run --json``).
+
+        Returns:
+            Every attribute; ``entered_at`` in ISO 8601.
+        """
         data = asdict(self)
         data["entered_at"] = self.entered_at.isoformat()
         return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Transition:
-        """A transition from :meth:`to_json`."""
+        """Read a transition written by :meth:`to_json`.
+
+        Args:
+            data: the JSON object.
+
+        Returns:
+            The transition.
+        """
         values = dict(data)
         values["writes"] = tuple(Write(**w) for w in values["writes"])
         values["summoned"] = tuple(values["summoned"])
@@ -166,7 +177,11 @@ class MachineResult:
         return [self.trace[0].from_state, *(t.to_state for t in self.trace)]
 
     def to_json(self) -> dict[str, Any]:
-        """The result as JSON."""
+        """The result as JSON (the journal's ``end`` step, ``fsm run --json``).
+
+        Returns:
+            Every attribute; the trace as :meth:`Transition.to_json` objects.
+        """
         return {"run_id": self.run_id, "machine": self.machine, "request": self.request,
                 "context": self.context, "state": self.state,
                 "stop_reason": self.stop_reason, "detail": self.detail,
@@ -174,7 +189,14 @@ class MachineResult:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> MachineResult:
-        """A result from :meth:`to_json`."""
+        """Read a result written by :meth:`to_json`.
+
+        Args:
+            data: the JSON object.
+
+        Returns:
+            The result.
+        """
         return cls(data["run_id"], data["machine"], data["request"], dict(data["context"]),
                    data["state"], data["stop_reason"], data["detail"],
                    tuple(Transition.from_json(t) for t in data["trace"]),
@@ -407,6 +429,13 @@ class Machine:
     def resume_sync(self, run_id: str, **options: Any) -> MachineResult:
         """:meth:`resume` for code without an event loop.
 
+        Args:
+            run_id: as :meth:`resume`.
+            **options: the keyword arguments of :meth:`resume`.
+
+        Returns:
+            As :meth:`resume`.
+
         Raises:
             RuntimeError: called inside a running event loop.
             As :meth:`resume`.
@@ -605,7 +634,9 @@ class _Run:
             elif state.name in self.spec_finite:
                 # only enum / boolean fields: few distinct views, each built once per thread
                 key = (state.name, *(self.context[f] for f in reads))
-                cache = _finite_views.__dict__
+                cache: dict[tuple[Any, ...], Any] | None = getattr(_finite_views, "cache", None)
+                if cache is None:
+                    cache = _finite_views.cache = {}
                 found = cache.get(key)
                 if found is None:
                     if len(cache) > 4096:

@@ -102,7 +102,12 @@ class Action:
     expression: Expression | None = None
 
     def describe(self) -> str:
-        """The action as text (``notes += ${ ... }``, ``route = ""``)."""
+        """The action as text, for diagrams and errors.
+
+        Returns:
+            ``FIELD += VALUE`` for an append, ``FIELD = VALUE`` for an assign; a CEL
+            value is shown as ``${ EXPRESSION }``, a literal as JSON.
+        """
         shown = (f"${{ {self.expression.source} }}" if self.expression is not None
                  else json.dumps(self.value, ensure_ascii=False))
         return f"{self.field} {'+=' if self.kind == 'append' else '='} {shown}"
@@ -162,7 +167,17 @@ class StateSpec:
     reads: frozenset[str] | None
 
     def fields_from(self, agent: str) -> list[str]:
-        """The fields this state requires from ``agent``: all it may write here."""
+        """The fields this state requires from ``agent``.
+
+        Seed 003 / issue 10: an agent may write only the fields its current state
+        requires from it.
+
+        Args:
+            agent: the agent's name.
+
+        Returns:
+            The fields, in the order of ``requires`` (empty: it may write nothing here).
+        """
         return [r.field for r in self.requires if r.agent == agent]
 
 
@@ -218,7 +233,12 @@ class MachineSpec:
         return [edge for state in self.states.values() for edge in state.transitions]
 
     def summary(self) -> str:
-        """One line: name, version, and counts of states, agents, fields and edges."""
+        """The machine in one line, as ``foreperson fsm check`` prints it.
+
+        Returns:
+            ``machine NAME vVERSION: N states (T terminal), A agents, F context fields,
+            E edges``.
+        """
         terminal = sum(1 for s in self.states.values() if s.terminal)
         return (f"machine {self.name} v{self.version}: {len(self.states)} states "
                 f"({terminal} terminal), {len(self.agents)} agents, {len(self.fields)} "

@@ -68,9 +68,16 @@ class Summons:
     exchange: int = 1
 
     def prompt(self) -> str:
-        """The message the agent receives: objective, request, CONTEXT block, and what
-        it may write. Its size does not grow with the number of hops: only the capped
-        CONTEXT values and this state's objective are in it (seed 003)."""
+        """The message the agent receives.
+
+        Seed 003: the agent reads the CONTEXT block (set fields, values capped at 300
+        characters) and its state's objective, never another agent's transcript, so the
+        size does not grow with the number of hops.
+
+        Returns:
+            The objective, the request, the CONTEXT block, and the fields it may write
+            with ``updateContext`` (the allowed values of each), as text.
+        """
         lines = [f'You act as {self.agent} in state "{self.state}" of the state machine '
                  f'"{self.machine}".', "", "OBJECTIVE:", self.objective.strip() or "(none)",
                  "", "REQUEST:", self.request, "", "CONTEXT:"]
@@ -86,7 +93,11 @@ class Summons:
         return "\n".join(line for line in lines).rstrip() + "\n"
 
     def to_json(self) -> dict[str, Any]:
-        """The summons as JSON (a task payload)."""
+        """The summons as JSON, e.g. a task payload for a summons run elsewhere.
+
+        Returns:
+            A JSON object with every attribute (``writable`` as field specs).
+        """
         return {"run_id": self.run_id, "key": self.key, "machine": self.machine,
                 "state": self.state, "agent": self.agent, "objective": self.objective,
                 "context": dict(self.context), "request": self.request,
@@ -95,7 +106,17 @@ class Summons:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Summons:
-        """A summons from :meth:`to_json`."""
+        """Read a summons written by :meth:`to_json`.
+
+        Args:
+            data: the JSON object.
+
+        Returns:
+            The summons.
+
+        Raises:
+            KeyError, TypeError: ``data`` is not a summons.
+        """
         values = dict(data)
         values["writable"] = tuple(FieldSpec.from_json(f) for f in values["writable"])
         values["missing"] = tuple(values["missing"])
@@ -122,13 +143,24 @@ class SummonResult:
     stop_reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The result as JSON (a task result, a journal step)."""
+        """The result as JSON (a task result, a journal step).
+
+        Returns:
+            ``{"writes": [[field, value], ...], "text", "usage", "stop_reason"}``.
+        """
         return {"writes": [[name, value] for name, value in self.writes], "text": self.text,
                 "usage": asdict(self.usage), "stop_reason": self.stop_reason}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SummonResult:
-        """A result from :meth:`to_json`."""
+        """Read a result written by :meth:`to_json`.
+
+        Args:
+            data: the JSON object (missing keys mean no writes, no text, no usage).
+
+        Returns:
+            The result.
+        """
         return cls(tuple((name, value) for name, value in data.get("writes", ())),
                    data.get("text"), Usage(**data.get("usage", {})), data.get("stop_reason"))
 
@@ -259,7 +291,11 @@ class AgentSummoner:
         return writer.write(field, value)
 
     async def summon(self, summons: Summons) -> SummonResult:
-        """Run the summoned agent on ``summons.prompt()``.
+        """Run the summoned agent on ``summons.prompt()``, with ``updateContext``
+        checking each write against ``summons.writable``.
+
+        Args:
+            summons: the agent, the state, what it may write.
 
         Returns:
             Its writes, final text, usage and stop reason.
