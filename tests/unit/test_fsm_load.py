@@ -143,7 +143,12 @@ MISTAKES = [
      "no state is terminal"),
     ("dead end", "        - { toState: done }", "        []", "has no way out"),
     ("two unguarded transitions", "        - { toState: done }",
-     "        - { toState: done }\n        - { toState: triage }", "can never fire"),
+     "        - { toState: done }\n        - { toState: triage }",
+     "state 'synthesize' has two unguarded transitions (to 'done', then to 'triage')"),
+    ("a guarded transition behind an unguarded one", "        - { toState: done }",
+     "        - { toState: done }\n        - { toState: triage, guards: [ { expression: \"true\" } ] }",
+     "this transition (to 'triage') can never fire: the unguarded transition to 'done' "
+     "before it always fires first"),
     ("misspelled key (XState's silent trap)",
      "        - { toState: technical, guards: [",
      "        - { toState: technical, guard: [",
@@ -167,7 +172,9 @@ def test_each_mistake_is_reported_at_its_line(what, old, new, message):
     where = AT.get(what)
     if where is None:       # the changed line (the last one, for a line added after)
         lines = new.strip("\n").splitlines()
-        where = lines[-1] if what in ("duplicate key", "two unguarded transitions") else lines[0]
+        where = lines[-1] if what in ("duplicate key", "two unguarded transitions",
+                                      "a guarded transition behind an unguarded one") \
+            else lines[0]
     expected_line = line_of(text, where)
     matching = [p for p in found if message in p[2]]
     assert matching, f"{message!r} not in {found}"

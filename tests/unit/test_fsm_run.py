@@ -397,3 +397,12 @@ async def test_results_round_trip_through_json():
     from foreperson.fsm import MachineResult
 
     assert MachineResult.from_json(result.to_json()) == result
+
+
+def test_the_stage_cap_ends_the_run_with_a_result():
+    text = ROUTER.read_text().replace("maxExchangesPerStage: 6", "maxExchangesPerStage: 2")
+    team, models = agents(supervisor=["thinking", "still thinking"])
+    result = Machine.from_text(text).run_sync("?", agents=team)
+    assert result.stop_reason == "max_exchanges_per_stage"
+    assert "maxExchangesPerStage (2) reached in state 'triage'" in (result.detail or "")
+    models["supervisor"].assert_all_used()

@@ -614,7 +614,11 @@ class _Checker:
             for action in actions:
                 reads = _add_reads(reads, action.expression)
             edge = Edge(name, t.to_state, tuple(guards), tuple(actions), i)
-            if unguarded is not None:
+            if unguarded is not None and not t.guards:
+                self.problem(tpath, f"state {name!r} has two unguarded transitions (to "
+                             f"{unguarded.target!r}, then to {t.to_state!r}): only the first "
+                             "can ever fire; guard one of them, or remove one")
+            elif unguarded is not None:
                 self.problem(tpath, f"this transition (to {t.to_state!r}) can never fire: "
                              f"the unguarded transition to {unguarded.target!r} before it "
                              "always fires first; give that one a guard, or move it last")
