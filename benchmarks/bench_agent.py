@@ -3,6 +3,8 @@
 1. Loop overhead per turn with a zero-latency scripted model (target < 1 ms): one turn is
    a model call plus the tool call it asks for, with an async tool and with a sync tool
    (which hops to a worker thread); also a one-turn text run.
+   The same with every step journaled (``JournaledSteps`` over a ``MemoryStore``: two
+   thread hops and a digest per step), to show what recording costs on top.
 2. Parallel tool dispatch (seed 001): two 0.5 s tools called in one turn finish in the
    time of one (target < 0.6 s for the whole run), async and sync.
 
@@ -18,9 +20,10 @@ import time
 
 import anyio
 
-from foreperson.agents import Agent, Guards, Limits
+from foreperson.agents import Agent, Guards, JournaledSteps, Limits, RunOptions
 from foreperson.models import ModelResponse, ToolCall, Usage
 from foreperson.testing import ScriptedModel
+from foreperson.work import MemoryStore
 
 USAGE = Usage(model_calls=1, input_tokens=10, output_tokens=5)  # fixed: no token estimation
 
@@ -56,7 +59,8 @@ def emit(name: str, value: float, unit: str, target: float | None = None, **extr
     print(json.dumps(record), flush=True)
 
 
-async def per_turn_ms(tool_name: str, tool_fn, turns: int, repeats: int = 5) -> float:
+async def per_turn_ms(tool_name: str, tool_fn, turns: int, repeats: int = 5,
+                      journaled: bool = False) -> float:
     """Median over ``repeats`` runs of (run time / turns), in milliseconds."""
     samples = []
     for _ in range(repeats):
@@ -66,8 +70,9 @@ async def per_turn_ms(tool_name: str, tool_fn, turns: int, repeats: int = 5) -> 
         ] + [ModelResponse(text="done", usage=USAGE)]
         agent = Agent("bench", model=ScriptedModel(replies), tools=[tool_fn],
                       guards=Guards(limits=Limits(max_turns=turns)))
+        options = RunOptions(steps=JournaledSteps(MemoryStore())) if journaled else None
         started = time.perf_counter()
-        result = await agent.run("go")
+        result = await agent.run("go", options=options)
         elapsed = time.perf_counter() - started
         assert result.completed and result.usage.model_calls == turns
         samples.append(elapsed / turns * 1000)
@@ -105,6 +110,8 @@ async def main(turns: int, runs: int) -> None:
          "ms", target=1.0, turns=turns)
     emit("loop_overhead_per_turn_sync_tool", await per_turn_ms("echo_sync", echo_sync, turns),
          "ms", target=1.0, turns=turns)
+    emit("loop_overhead_per_turn_async_tool_journaled",
+         await per_turn_ms("echo_async", echo_async, turns, journaled=True), "ms", turns=turns)
     emit("one_turn_text_run", await text_run_ms(runs), "ms", target=1.0, runs=runs)
     emit("two_0.5s_async_tools_one_turn", await parallel_tools_s(nap_async), "s", target=0.6)
     emit("two_0.5s_sync_tools_one_turn", await parallel_tools_s(nap_sync), "s", target=0.6)

@@ -10,6 +10,7 @@
     │   │                           column, and every problem of the file at once)
     │   └── MissingDependency       an optional extra is not installed
     ├── RunError                    raised while work runs
+    │   ├── TaskFailed              an awaited task ended DEAD (its last error kept)
     │   ├── LeaseLost               this worker no longer holds the task's lease
     │   ├── ModelError              a model call failed; the SDK error is __cause__
     │   └── OutputValidationError   the model's final answer never matched the agent's output_type
@@ -47,6 +48,7 @@ __all__ = [
     "RunError",
     "SpecProblem",
     "StoreError",
+    "TaskFailed",
 ]
 
 
@@ -144,6 +146,29 @@ class MissingDependency(ConfigurationError):
 
 class RunError(ForepersonError):
     """Raised while work is running."""
+
+
+class TaskFailed(RunError):
+    """A task someone awaited (``await handle.result()``) ended DEAD.
+
+    Attributes:
+        task_id: the task.
+        error: its last attempt's error, as recorded (the exception of another process
+            survives only as this text).
+        reason: why it is DEAD, a :class:`~foreperson.work.policy.Reason` code
+            (``"retries_exhausted"``, ``"not_retryable"``, ``"dependency_dead"`` …).
+    """
+
+    def __init__(self, task_id: str, error: str | None, reason: str | None) -> None:
+        why = {"dependency_dead": "a task it depends on is DEAD",
+               "retries_exhausted": "every attempt failed",
+               "not_retryable": "its error would repeat, so it was not retried"}.get(
+                   reason or "", reason or "it was given up")
+        super().__init__(f"task {task_id} is DEAD ({why}): {error or 'no error recorded'}; "
+                         "`foreperson retry` puts it back")
+        self.task_id = task_id
+        self.error = error
+        self.reason = reason
 
 
 class LeaseLost(RunError):

@@ -116,7 +116,12 @@ def _message_words(message: Message) -> int:
 
 class _TestModel(ModelBase):
     """Shared by the test models: turns a :data:`Reply` into a response, records calls,
-    estimates tokens (one per word, so limits can be tested), streams word by word."""
+    estimates tokens (one per word, so limits can be tested), streams word by word.
+
+    Like a real server, a text reply (a ``str``) longer than the request's
+    ``settings.max_tokens`` words is cut to that many words and comes back with
+    ``finish_reason="length"``; a scripted :class:`~foreperson.models.ModelResponse` is
+    returned as written."""
 
     def __init__(self, name: str) -> None:
         self._name = name
@@ -138,7 +143,12 @@ class _TestModel(ModelBase):
         if isinstance(reply, ModelResponse):
             response = reply
         elif isinstance(reply, str):
-            response = ModelResponse(text=reply, finish_reason="stop")
+            cap = params.settings.max_tokens
+            words = reply.split()
+            if cap is not None and len(words) > cap:
+                response = ModelResponse(text=" ".join(words[:cap]), finish_reason="length")
+            else:
+                response = ModelResponse(text=reply, finish_reason="stop")
         elif isinstance(reply, ToolCall):
             response = ModelResponse(tool_calls=(reply,), finish_reason="tool_calls")
         elif isinstance(reply, BaseModel):

@@ -8,11 +8,12 @@ from datetime import UTC
 import pytest
 
 from foreperson.errors import InvalidPlan
+from foreperson.journal import Step, UnknownStepVersion, request_digest
 from foreperson.work import Status, Task
 
 
-def claim_one(store, kind="k", worker="w1"):
-    got = store.claim(worker, {kind}, 1)
+def claim_one(store, kind="k", worker="w1", *, start=False, lease_s=90.0):
+    got = store.claim(worker, {kind}, 1, start=start, lease_s=lease_s)
     assert len(got) == 1, f"expected one claimable {kind} task, got {got}"
     return got[0]
 
@@ -36,8 +37,19 @@ def test_adding_the_same_id_twice_is_harmless(make_store):
     store = make_store()
     task = Task("k", {"a": 1}, id="ticket-1")
     assert store.add([task]) == ["ticket-1"]
-    assert store.add([Task("k", {"a": 2}, id="ticket-1")]) == []
+    assert store.add([Task("k", {"a": 1}, id="ticket-1")]) == []
     assert store.get("ticket-1").payload == {"a": 1}
+
+
+def test_re_adding_an_id_with_other_work_is_an_error_naming_it(make_store):
+    store = make_store()
+    store.add([Task("k", {"a": 1}, id="ticket-1")])
+    fresh = Task("k", id="fresh")
+    with pytest.raises(InvalidPlan, match="'ticket-1' is already stored as another task"):
+        store.add([fresh, Task("k", {"a": 2}, id="ticket-1")])
+    with pytest.raises(InvalidPlan, match="another id"):
+        store.add([Task("other-kind", {"a": 1}, id="ticket-1")])
+    assert store.get("ticket-1").payload == {"a": 1} and store.get("fresh") is None
 
 
 def test_unknown_dependency_is_rejected_and_nothing_is_stored(make_store):
@@ -76,16 +88,19 @@ def test_dependencies_gate_readiness(make_store):
     assert [t.id for t in store.ready({"k"}, 10)] == ["second"]
 
 
-def test_claim_counts_the_attempt_and_hands_out_a_task_once(make_store):
+def test_a_claim_hands_a_task_out_once_and_start_counts_the_attempt(make_store):
     store = make_store()
     store.add([Task("k", id="t")])
     task = claim_one(store)
-    assert task.attempts == 1 and task.status is Status.ASSIGNED
+    assert task.attempts == 0 and task.status is Status.ASSIGNED   # prefetched: not yet
     assert task.assigned_to == "w1" and task.lease_token
     assert store.claim("w2", {"k"}, 5) == []
     assert store.start(task.id, task.lease_token)
-    assert store.get("t").status is Status.RUNNING
+    started = store.get("t")
+    assert started.status is Status.RUNNING and started.attempts == 1
     assert store.stats().active_by_worker == {"w1": 1}
+    store.add([Task("k", id="u")])
+    assert claim_one(store, start=True).attempts == 1     # claimed and started at once
 
 
 def test_claim_only_takes_the_kinds_asked_for(make_store):
@@ -97,9 +112,9 @@ def test_claim_only_takes_the_kinds_asked_for(make_store):
 def test_writes_are_fenced_by_the_lease_token(make_store, clock):
     store = make_store(clock=clock)
     store.add([Task("k", id="t")])
-    old = claim_one(store, worker="old")
+    old = claim_one(store, worker="old", lease_s=90)
     clock.advance(100)
-    assert store.reclaim_stale(90) == ["t"]
+    assert store.reclaim_stale() == ["t"]
     new = claim_one(store, worker="new")
     assert new.lease_token != old.lease_token
     # the old worker, still alive, can no longer write anything
@@ -120,7 +135,7 @@ def test_completed_task_is_never_handed_out_again(make_store, clock):
     task = claim_one(store)
     assert store.complete("t", task.lease_token, 1)
     clock.advance(10_000)
-    assert store.reclaim_stale(1) == []
+    assert store.reclaim_stale() == []
     assert store.claim("w", {"k"}, 5) == []
     done = store.get("t")
     assert done.status is Status.COMPLETED and done.finished_at is not None
@@ -129,16 +144,26 @@ def test_completed_task_is_never_handed_out_again(make_store, clock):
 def test_failed_attempt_waits_for_its_backoff(make_store, clock):
     store = make_store(clock=clock)
     store.add([Task("k", id="t")])
-    task = claim_one(store)
+    task = claim_one(store)       # a failure counts the attempt even if never marked started
     assert store.fail("t", task.lease_token, "TimeoutError: slow",
                       retry_at=clock.now() + 4) is Status.FAILED
     failed = store.get("t")
     assert failed.status is Status.FAILED and failed.error == "TimeoutError: slow"
+    assert failed.reason == "retrying" and failed.attempts == 1
     assert [e["attempt"] for e in failed.errors] == [1]
     assert store.claim("w", {"k"}, 1) == []
     clock.advance(5)
-    again = claim_one(store)
+    again = claim_one(store, start=True)
     assert again.attempts == 2
+
+
+def test_dead_says_why_by_reason_code(make_store):
+    store = make_store()
+    store.add([Task("k", id="bad"), Task("k", id="flaky", max_attempts=1)])
+    for task in store.claim("w", {"k"}, 2, start=True):
+        store.fail(task.id, task.lease_token, "boom", retry_at=None)
+    assert store.get("bad").reason == "not_retryable"      # attempts left: a 4xx, GiveUp
+    assert store.get("flaky").reason == "retries_exhausted"
 
 
 def test_dead_task_parks_its_dependents_transitively(make_store):
@@ -150,7 +175,7 @@ def test_dead_task_parks_its_dependents_transitively(make_store):
     a = next(t for t in task if t.id == "a")
     assert store.fail("a", a.lease_token, "ValueError: bad payload", retry_at=None) is Status.DEAD
     assert sorted(store.park_blocked()) == ["b", "c"]
-    assert store.get("b").status is Status.DEAD
+    assert store.get("b").status is Status.DEAD and store.get("b").reason == "dependency_dead"
     assert "dependency a is dead" in store.get("b").error
     assert store.stats().counts[Status.DEAD] == 3
     assert store.stats().unfinished == 1   # only "free" is still running
@@ -165,34 +190,83 @@ def test_retry_dead_revives_the_task_and_its_parked_dependents(make_store):
     assert store.retry_dead(["a"]) == ["a", "b"]
     revived = store.get("a")
     assert revived.status is Status.PENDING and revived.attempts == 0
+    assert revived.reason == "revived"
     assert [e["error"] for e in revived.errors] == ["boom"]   # history is kept
     assert store.get("b").status is Status.PENDING
+
+
+def test_retry_dead_leaves_alone_dependents_that_died_on_their_own(make_store):
+    store = make_store()
+    store.add([Task("k", id="a"), Task("k", id="b", depends_on=["a"])])
+    a = claim_one(store, start=True)
+    store.complete("a", a.lease_token, 1)
+    b = claim_one(store, start=True)
+    store.fail("b", b.lease_token, "dependency looks odd", retry_at=None)  # its own error
+    assert store.retry_dead(["a"]) == []          # a is not DEAD; b's death is its own
+    assert store.get("b").status is Status.DEAD
 
 
 def test_stale_task_is_reclaimed_then_dead_after_max_attempts(make_store, clock):
     store = make_store(clock=clock)
     store.add([Task("k", id="poison", max_attempts=2)])
     for attempt in (1, 2):
-        task = claim_one(store)
+        task = claim_one(store, start=True, lease_s=90)
         assert task.attempts == attempt
         clock.advance(60)
-        assert store.reclaim_stale(90) == []   # heartbeat 60 s old: not stale yet
+        assert store.reclaim_stale() == []   # heartbeat 60 s old: not stale yet
         assert store.heartbeat({"poison": task.lease_token}) == set()
         clock.advance(91)
-        assert store.reclaim_stale(90) == ["poison"]
+        assert store.reclaim_stale() == ["poison"]
+        assert store.get("poison").reason == (
+            "lease_expired" if attempt == 1 else "retries_exhausted")
     final = store.get("poison")
     assert final.status is Status.DEAD
-    assert "stopped heartbeating" in final.error and len(final.errors) == 2
+    assert "stopped heartbeating" in final.error and "90 s" in final.error
+    assert len(final.errors) == 2
+
+
+def test_the_lease_belongs_to_the_task_whoever_sweeps(make_store, clock):
+    store = make_store(clock=clock)
+    store.add([Task("k", id="short", stale_after=3), Task("k", id="long")])
+    for task in store.claim("w", {"k"}, 2, start=True, lease_s=30):
+        assert task.lease_expires_at is not None
+    clock.advance(4)
+    assert store.reclaim_stale() == ["short"]   # its own 3 s lease, not the worker's 30
+    clock.advance(20)
+    assert store.reclaim_stale() == []          # "long" holds the claimer's 30 s lease
+    clock.advance(7)
+    assert store.reclaim_stale() == ["long"]
+
+
+def test_a_prefetched_task_never_started_costs_no_attempt_when_reclaimed(make_store, clock):
+    store = make_store(clock=clock)
+    store.add([Task("k", id="t", max_attempts=1)])
+    for _ in range(3):                          # three holders die before starting it
+        claim_one(store, lease_s=5)
+        clock.advance(6)
+        assert store.reclaim_stale() == ["t"]
+    back = store.get("t")
+    assert back.status is Status.PENDING and back.attempts == 0 and back.errors == []
+    assert back.reason == "lease_expired"
+
+
+def test_reclaim_by_holder_prefix_takes_back_only_known_dead_holders(make_store):
+    store = make_store()
+    store.add([Task("k", id="mine"), Task("k", id="theirs")])
+    claim_one(store, worker="job@host:111:w1", start=True)
+    claim_one(store, worker="host:222", start=True)
+    assert store.reclaim_stale(holder_prefix="job@host:") == ["mine"]
+    assert store.get("theirs").status is Status.RUNNING
 
 
 def test_release_gives_the_task_back_without_counting_the_attempt(make_store):
     store = make_store()
     store.add([Task("k", id="t")])
-    task = claim_one(store)
+    task = claim_one(store, start=True)
     assert store.release("t", task.lease_token)
     back = store.get("t")
-    assert back.status is Status.PENDING and back.attempts == 0
-    assert claim_one(store).attempts == 1
+    assert back.status is Status.PENDING and back.attempts == 0 and back.reason == "released"
+    assert claim_one(store, start=True).attempts == 1
 
 
 def test_tasks_sharing_a_lock_never_run_together(make_store):
@@ -215,21 +289,27 @@ def test_lock_is_freed_by_failure_and_by_reclaim(make_store, clock):
     b = claim_one(store)
     assert b.id == "b"
     clock.advance(200)
-    store.reclaim_stale(90)
+    store.reclaim_stale()
     assert {t.id for t in store.claim("w", {"k"}, 10)} == {"a"}
 
 
-def test_side_effect_is_claimed_exactly_once_per_key(make_store, clock):
+def test_a_side_effect_claimed_but_never_done_is_done_again_with_its_key(make_store, clock):
     store = make_store(clock=clock)
-    store.add([Task("k", id="t")])
-    first = claim_one(store)
+    store.add([Task("k", id="t", max_attempts=5)])
+    first = claim_one(store, start=True)
     assert store.claim_effect("task:t:send", "t", first.lease_token)
-    assert not store.claim_effect("task:t:send", "t", first.lease_token)
+    assert not store.claim_effect("task:t:send", "t", first.lease_token)   # same attempt
     clock.advance(100)
-    store.reclaim_stale(90)
-    second = claim_one(store)
-    assert not store.claim_effect("task:t:send", "t", second.lease_token)
-    assert store.claim_effect("task:t:other", "t", second.lease_token)
+    store.reclaim_stale()                 # crashed between claiming and finishing it
+    second = claim_one(store, start=True)
+    assert store.claim_effect("task:t:send", "t", second.lease_token)      # at least once
+    assert store.effect_done("task:t:send", "t", second.lease_token)
+    clock.advance(100)
+    store.reclaim_stale()
+    third = claim_one(store, start=True)
+    assert not store.claim_effect("task:t:send", "t", third.lease_token)   # done: never again
+    assert store.claim_effect("task:t:other", "t", third.lease_token)
+    assert not store.effect_done("task:t:other", "t", "stale-token")
 
 
 def test_stats_report_counts_active_workers_and_oldest_age(make_store, clock):
@@ -244,6 +324,24 @@ def test_stats_report_counts_active_workers_and_oldest_age(make_store, clock):
     assert stats.active_by_worker == {"alice": 1}
     assert stats.oldest_unfinished_age_s == pytest.approx(40)
     assert stats.total == 2 and stats.unfinished == 2
+
+
+def test_a_run_scopes_stats_listing_and_finished(make_store):
+    store = make_store()
+    parent = Task("k", id="p", run_id="run-1")
+    store.add([parent, Task("k", id="c", run_id="run-1", parent_id="p"),
+               Task("k", id="other", run_id="run-2"), Task("k", id="loose")])
+    got = store.get("c")
+    assert (got.run_id, got.parent_id) == ("run-1", "p")
+    assert [t.id for t in store.list_tasks(run_id="run-1")] == ["p", "c"]
+    assert store.stats(run_id="run-1").total == 2 and store.stats().total == 4
+    for task in store.claim("w", {"k"}, 4, start=True):
+        if task.id in ("p", "c"):
+            store.complete(task.id, task.lease_token, task.id)
+    assert store.stats(run_id="run-1").unfinished == 0
+    assert store.stats(run_id="run-2").unfinished == 1
+    assert set(store.finished_among(["p", "c", "other", "missing"])) == {"p", "c"}
+    assert store.finished_among(["c"])["c"].result == "c"
 
 
 def test_mean_durations_are_learned_per_kind(make_store, clock):
@@ -318,3 +416,38 @@ def test_a_result_that_is_not_json_is_refused_and_the_task_stays_held(make_store
         store.complete("t", task.lease_token, {1, 2})
     assert store.get("t").status is Status.ASSIGNED
     assert store.complete("t", task.lease_token, [1, 2])
+
+
+# -- the step journal (foreperson.journal.Journal), in the same store ---------------------
+
+def test_journal_records_steps_in_order_first_write_wins(make_store):
+    store = make_store()
+    first = store.put_step(Step("run", "agent:a/turn:1/model", "model_call",
+                                request_digest({"q": 1}), {"text": "hi"}))
+    assert first.seq is not None and first.created_at is not None
+    store.put_step(Step("run", "agent:a/turn:1/tool:0", "tool_call", "d2", [1, "two"]))
+    again = store.put_step(Step("run", "agent:a/turn:1/model", "model_call", "other", "late"))
+    assert again.result == {"text": "hi"} and again.digest == first.digest
+    store.put_step(Step("elsewhere", "agent:a/turn:1/model", "model_call", "d", None))
+    steps = store.list_steps("run")
+    assert [s.key for s in steps] == ["agent:a/turn:1/model", "agent:a/turn:1/tool:0"]
+    assert steps[1].result == [1, "two"] and steps[1].kind == "tool_call"
+    assert store.get_step("run", "agent:a/turn:1/tool:0").digest == "d2"
+    assert store.get_step("run", "missing") is None
+    assert store.stats().total == 0              # a step is never a claimable task
+
+
+def test_journal_refuses_a_step_format_it_does_not_know(make_store):
+    store = make_store()
+    store.put_step(Step("run", "k", "model_call", "d", 1, version=99))
+    with pytest.raises(UnknownStepVersion, match="version 99"):
+        store.get_step("run", "k")
+    with pytest.raises(UnknownStepVersion):
+        store.list_steps("run")
+
+
+def test_journal_results_must_be_json(make_store):
+    store = make_store()
+    with pytest.raises(TypeError):
+        store.put_step(Step("run", "k", "tool_call", "d", {1, 2}))
+    assert store.list_steps("run") == []

@@ -4,7 +4,8 @@ Each task appends lines to the file named by ``FP_TEST_LOG`` (one ``os.write`` p
 with O_APPEND, so lines from many processes never interleave):
 
 ``start <task> <lease token> <pid>``    the function began
-``effect <task> <lease token> <pid>``   the side effect was done (after ``once()``)
+``effect <task> <lease token> <pid> <key>``   the side effect was done (after ``once()``,
+                                        with its idempotency key)
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ def _line(*words: object) -> None:
 
 
 def _effect(task: Task) -> None:
-    """The side effect that must happen once per task: claimed first, then done."""
-    if current_task().once("send"):
-        _line("effect", task.id, task.lease_token, os.getpid())
+    """The side effect that must happen at least once per task, with its key: claimed,
+    done, then recorded done."""
+    ctx = current_task()
+    if ctx.once("send"):
+        _line("effect", task.id, task.lease_token, os.getpid(), ctx.effect_key("send"))
+        ctx.done("send")
 
 
 @app.task("work")

@@ -4,8 +4,9 @@ that kills whoever runs it.
 
 What users rely on, checked on the database and on the tasks' own log:
 no task is lost, none is completed twice (a trigger records every transition to
-COMPLETED), each side effect happens at most once, and exactly once unless the process
-that claimed it was killed between claiming and doing it.
+COMPLETED), each side effect happens at least once, always with the same idempotency
+key, and more than once only when the process that did it was killed before it could
+record it done.
 """
 
 from __future__ import annotations
@@ -42,24 +43,26 @@ def add(dsn: str, schema: str, tasks: list[Task]) -> None:
         store.add(tasks)
 
 
-def check_effects(group: Cluster, db: Db, ids: list[str]) -> int:
-    """Each task's side effect was done at most once, and exactly once unless the
-    process that claimed it was SIGKILLed before it could do it. Returns how many were
-    lost that way."""
-    lines = group.lines()
-    done = collections.Counter(w[1] for w in lines if w[0] == "effect")
-    assert max(done.values(), default=0) <= 1, [t for t, n in done.items() if n > 1]
-    pid_of_token = {w[2]: int(w[3]) for w in lines if w[0] == "start"}
-    claimed = dict(db.rows("SELECT task_id, lease_token FROM effects"))
-    lost = 0
+def check_effects(group: Cluster, db: Db, ids: list[str], *, outage: bool = False) -> int:
+    """Every task's side effect was done at least once, each time with the task's own
+    key; an earlier doing was repeated only when its process was SIGKILLed before
+    recording it done (or, with ``outage``, when the database was away at that moment).
+    Returns how many were repeated."""
+    done: dict[str, list[tuple[int, str]]] = collections.defaultdict(list)
+    for w in group.lines():
+        if w[0] == "effect":
+            done[w[1]].append((int(w[3]), w[4]))
+    repeats = 0
     for task_id in ids:
-        if done[task_id] == 1:
-            continue
-        assert task_id in claimed, f"{task_id}: side effect never claimed"
-        assert pid_of_token.get(claimed[task_id]) in group.killed, (
-            f"{task_id}: side effect claimed by a live worker but never done")
-        lost += 1
-    return lost
+        assert done[task_id], f"{task_id}: side effect never done"
+        assert {key for _, key in done[task_id]} == {f"task:{task_id}:send"}
+        for pid, _ in done[task_id][:-1]:
+            assert outage or pid in group.killed, (
+                f"{task_id}: done twice, the first by a live worker")
+        repeats += len(done[task_id]) - 1
+    states = dict(db.rows("SELECT task_id, state FROM effects"))
+    assert all(states[task_id] == "done" for task_id in ids)
+    return repeats
 
 
 @pytest.mark.timeout(150)
@@ -88,8 +91,8 @@ def test_sigkill_rounds_lose_nothing_and_complete_nothing_twice(cluster, pg_dsn,
     reclaimed = db.value("SELECT count(*) FROM tasks WHERE error IS NULL AND "
                          "errors::text LIKE '%%stopped heartbeating%%'")
     assert reclaimed > 0                  # the kills did hit tasks in flight
-    lost = check_effects(group, db, ids)
-    assert lost <= 4 * 4                  # at most the claims in flight at a kill
+    repeated = check_effects(group, db, ids)
+    assert repeated <= 4 * 4              # at most the tasks in flight at a kill
     assert all(w.proc.poll() is None for w in live)
 
 
@@ -134,7 +137,9 @@ def test_workers_reconnect_after_the_database_goes_away(cluster, pg_dsn, pg_sche
 
     assert db.counts() == {"completed": len(ids)}
     assert db.completions() == collections.Counter(ids)
-    assert check_effects(group, db, ids) == 0               # nobody was killed
+    # nobody was killed: an effect is repeated (same key) only if the database went away
+    # between doing it and recording it done
+    assert check_effects(group, db, ids, outage=True) <= 2 * 4
     assert all(w.proc.poll() is None for w in workers), "a worker died in the outage"
     noticed = ("store unavailable", "heartbeat failed", "listening for new tasks failed")
     assert all(any(sign in w.stderr() for sign in noticed) for w in workers)
@@ -160,9 +165,31 @@ def test_poison_task_ends_dead_after_max_attempts_and_blocks_nothing(cluster, pg
     wait_until(finished, timeout=60, what="the poison task to die and the rest to finish")
     status, attempts, errors = db.rows(
         "SELECT status, attempts, errors FROM tasks WHERE id = 'poison'")[0]
-    assert (status, attempts) == ("dead", 2)                 # attempts counted at claim
+    assert (status, attempts) == ("dead", 2)                 # every run that crashed counts
     assert all("stopped heartbeating" in e["error"] for e in errors) and len(errors) == 2
     assert db.completed() == len(ids)
     assert db.completions() == collections.Counter(ids)
     starts = collections.Counter(w[1] for w in group.lines() if w[0] == "start")
-    assert starts["poison"] == 2
+    # a prefetched run that kills its worker before its start is recorded is not
+    # counted, once: its next start is recorded before it runs
+    assert 2 <= starts["poison"] <= 3
+
+
+@pytest.mark.timeout(120)
+def test_many_slots_over_short_tasks_never_deadlock(cluster, pg_dsn, pg_schema):
+    """Heartbeats, batched completions, claims and sweeps of 3 processes x 16 slots over
+    5,000 tasks of 1-20 ms take row locks in one order: the server counts no deadlock."""
+    group, db = cluster
+    rng = random.Random(5)
+    ids = [f"d{i:04d}" for i in range(5000)]
+    before = db.value("SELECT deadlocks FROM pg_stat_database WHERE datname = "
+                      "current_database()")
+    add(pg_dsn, pg_schema, [Task("work", {"ms": rng.randint(1, 20)}, id=i) for i in ids])
+    workers = [group.start(concurrency=16, stale_after=1.5) for _ in range(3)]
+    wait_until(lambda: db.completed() == len(ids), timeout=100, what="every task to complete")
+    assert db.completions() == collections.Counter(ids)
+    db.conn.execute("SELECT pg_stat_clear_snapshot()")
+    after = db.value("SELECT deadlocks FROM pg_stat_database WHERE datname = "
+                     "current_database()")
+    assert after == before, f"{after - before} deadlock(s) detected"
+    assert not any("deadlock" in w.stderr() for w in workers)

@@ -77,15 +77,20 @@ def test_migrating_from_version_1_gives_the_fresh_schema(pg_dsn, pg_schema):
             conn.execute(sql.SQL("INSERT INTO {}.tasks (id, kind, payload, max_attempts, "
                                  "created_at) VALUES ('old', 'k', %s, 3, now())").format(
                 sql.Identifier(old)), ('{"a": 1}',))
+            conn.execute(sql.SQL("INSERT INTO {}.tasks (id, kind, payload, max_attempts, "
+                                 "created_at, status, error) VALUES ('parked', 'k', '{{}}', "
+                                 "3, now(), 'dead', 'dependency gone is dead')").format(
+                sql.Identifier(old)))
         assert migrate_schema(pg_dsn, schema=old) == (1, _pg_schema.LATEST)
         assert migrate_schema(pg_dsn, schema=pg_schema) == (0, _pg_schema.LATEST)
         migrated, fresh = catalog(pg_dsn, old), catalog(pg_dsn, pg_schema)
         assert migrated == fresh
-        assert len(fresh["functions"]) >= 5 and len(fresh["triggers"]) == 3
+        assert len(fresh["functions"]) >= 5 and len(fresh["triggers"]) == 4
         with PostgresStore(pg_dsn, schema=old, migrate=False) as store:
             assert store.schema_version == _pg_schema.LATEST
-            [task] = store.claim("w", {"k"}, 5)
+            [task] = store.claim("w", {"k"}, 5, start=True)
             assert (task.id, task.payload, task.attempts) == ("old", {"a": 1}, 1)
+            assert store.get("parked").reason == "dependency_dead"   # parked, by its code
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(old)))
@@ -150,17 +155,18 @@ def test_without_psycopg_the_error_names_the_extra(monkeypatch):
 def test_staleness_is_judged_by_the_servers_clock(stores, pg_dsn, pg_schema):
     [store] = stores(1)
     store.add([Task("k", id="old"), Task("k", id="fresh")])
-    store.claim("w", {"k"}, 2)
+    store.claim("w", {"k"}, 2, lease_s=5)
     db = Db(pg_dsn, pg_schema)
-    try:   # heartbeats as the server saw them: 10 s and 3 s ago
-        db.conn.execute("UPDATE tasks SET heartbeat_at = now() - interval '10 s' "
+    try:   # leases as the server sees them: expired 5 s ago, and 2 s to go
+        db.conn.execute("UPDATE tasks SET lease_expires_at = now() - interval '5 s' "
                         "WHERE id = 'old'")
-        db.conn.execute("UPDATE tasks SET heartbeat_at = now() - interval '3 s' "
+        db.conn.execute("UPDATE tasks SET lease_expires_at = now() + interval '2 s' "
                         "WHERE id = 'fresh'")
-        assert store.reclaim_stale(5) == ["old"]
-        lag = db.value("SELECT extract(epoch FROM now() - heartbeat_at) FROM tasks "
-                       "WHERE id = 'fresh'")
-        assert 3 <= float(lag) < 10
+        assert store.reclaim_stale() == ["old"]
+        store.heartbeat({"fresh": store.get("fresh").lease_token})
+        left = db.value("SELECT extract(epoch FROM lease_expires_at - now()) FROM tasks "
+                        "WHERE id = 'fresh'")
+        assert 4 < float(left) <= 5              # renewed by the server's clock
     finally:
         db.close()
 
@@ -258,7 +264,7 @@ def test_a_429_gives_the_attempt_back_and_closes_the_resource_everywhere(stores,
     a, b = stores(2, clock=clock)
     a.set_limit("model-api", rate_per_s=100, burst=5)
     a.add([Task("k", id=f"r{i}", locks=["model-api"]) for i in range(4)])
-    [task] = a.claim("a", {"k"}, 1)
+    [task] = a.claim("a", {"k"}, 1, start=True)
     assert a.back_off(task.id, task.lease_token, "model-api", 2.0)
     back = a.get(task.id)
     assert back.status is Status.PENDING and back.attempts == 0
@@ -267,7 +273,7 @@ def test_a_429_gives_the_attempt_back_and_closes_the_resource_everywhere(stores,
     clock.advance(1.9)
     assert b.claim("b", {"k"}, 10) == []                 # closed on every machine
     clock.advance(0.2)
-    assert [t.id for t in b.claim("b", {"k"}, 10)] == ["r0", "r1", "r2", "r3"]
+    assert [t.id for t in b.claim("b", {"k"}, 10, start=True)] == ["r0", "r1", "r2", "r3"]
     assert b.get("r0").attempts == 1
 
 
@@ -364,7 +370,7 @@ def test_an_idle_worker_is_woken_by_notify_not_by_polling(stores):
                                                                  idle_wait_s=60))
     thread.start()
     try:
-        wait_until(lambda: a.stats().counts is not None and supervisor.history,
+        wait_until(lambda: supervisor._loop is not None and supervisor._loop.history,
                    timeout=10, what="the worker to go idle")
         b.add([Task("x", id="late")])
         wait_until(lambda: b.get("late").status is Status.COMPLETED, timeout=5,

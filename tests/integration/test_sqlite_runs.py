@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 
 from foreperson.work import SqliteStore, Status, Supervisor, Task, Worker, current_task
+from foreperson.work.stores import sqlite as sqlite_store
 
 HERE = Path(__file__).parent
 
@@ -63,7 +64,32 @@ def test_restart_on_the_same_file_finds_every_unfinished_task(tmp_path):
     again = SqliteStore(path)
     assert again.stats().counts[Status.PENDING] == 7
     assert {t.id for t in again.ready({"k"}, 100)} == {str(i) for i in range(3, 10)}
-    assert again.schema_version == 1
+    assert again.schema_version == len(sqlite_store.MIGRATIONS)
+
+
+def test_a_version_1_file_migrates_to_the_fresh_schema_with_its_tasks(tmp_path):
+    import sqlite3
+
+    old = tmp_path / "v1.db"
+    conn = sqlite3.connect(old, isolation_level=None)
+    conn.executescript(sqlite_store.MIGRATIONS[0] + "PRAGMA user_version = 1;")
+    columns = ("id, kind, payload, status, max_attempts, created_at, error, heartbeat_at, "
+               "lease_token, assigned_to, attempts")
+    conn.executemany(f"INSERT INTO tasks ({columns}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", [
+        ("a", "k", "{}", "dead", 3, 1.0, "boom", None, None, None, 1),
+        ("b", "k", "{}", "dead", 3, 2.0, "dependency a is dead", None, None, None, 0),
+        ("held", "k", "{}", "running", 3, 3.0, None, 100.0, "tok", "w", 1)])
+    conn.execute("INSERT INTO task_deps VALUES ('b', 'a')")
+    conn.close()
+    migrated = SqliteStore(old)
+    fresh = SqliteStore(tmp_path / "fresh.db")
+    schema = "SELECT type, name, sql FROM sqlite_master ORDER BY name"
+    assert migrated._read(schema) == fresh._read(schema)
+    assert migrated.schema_version == fresh.schema_version == len(sqlite_store.MIGRATIONS)
+    assert migrated.get("b").reason == "dependency_dead"         # parked, by its code now
+    assert migrated.get("held").lease_expires_at.timestamp() == 190.0
+    assert migrated.retry_dead(["a"]) == ["a", "b"]
+    assert migrated.reclaim_stale() == ["held"]                  # its lease expired long ago
 
 
 def test_a_killed_worker_process_task_is_reclaimed_and_run_again(tmp_path):
@@ -126,15 +152,17 @@ def test_a_paused_worker_cannot_complete_after_its_lease_was_taken(tmp_path):
         resume.wait(30)
         return {"by": "paused"}
 
-    # supervisor A never heartbeats (as if its process were stopped)
-    a = Supervisor(SqliteStore(db), stale_after=60, heartbeat_every_s=3600, prefetch=0)
+    # supervisor A claims with a 0.3 s lease and never heartbeats (as if its process
+    # were stopped); B's own lease is long, but the task's lease is the one A took
+    a = Supervisor(SqliteStore(db), stale_after=0.3, prefetch=0)
+    a.heartbeat = lambda: None
     a.register(Worker("a", {"k"}, fn=slow))
     reports = {}
     runner = threading.Thread(target=lambda: reports.setdefault("a", a.run_sync()))
     runner.start()
     assert paused.wait(10)
 
-    b = Supervisor(SqliteStore(db), stale_after=0.2, sweep_every_s=0.05)
+    b = Supervisor(SqliteStore(db), stale_after=60, sweep_every_s=0.05)
     b.register(Worker("b", {"k"}, fn=lambda task: {"by": "b"}))
     b.run_sync(idle_wait_s=0.02)
     resume.set()
@@ -153,10 +181,19 @@ def test_once_tells_a_worker_that_lost_its_lease_to_stop(tmp_path):
     store = SqliteStore(tmp_path / "tasks.db")
     store.add([Task("k", id="t")])
     first = store.claim("old", {"k"}, 1)[0]
-    assert TaskContext(first, "old", store).once("send")
-    assert not TaskContext(first, "old", store).once("send")     # already done, still ours
-    store.release("t", first.lease_token)
+    old = TaskContext(first, "old", store)
+    assert old.once("send")
+    assert not old.once("send")                  # this attempt claimed it already
+    store.release("t", first.lease_token)        # gone before saying it was done
     second = store.claim("new", {"k"}, 1)[0]
     with pytest.raises(LeaseLost, match="lease lost"):
-        TaskContext(first, "old", store).once("other")
-    assert not TaskContext(second, "new", store).once("send")    # the claim key is shared
+        old.once("other")
+    with pytest.raises(LeaseLost):
+        old.done("send")
+    new = TaskContext(second, "new", store)
+    assert new.effect_key("send") == old.effect_key("send") == "task:t:send"
+    assert new.once("send")                      # at least once: done again, same key
+    new.done("send")
+    store.release("t", second.lease_token)
+    third = store.claim("third", {"k"}, 1)[0]
+    assert not TaskContext(third, "third", store).once("send")   # done: never again

@@ -170,7 +170,9 @@ async def test_leaving_a_stream_early_ends_the_run() -> None:
                 break
     assert model.remaining == ["never reached"]
     assert audit.entries[-1].kind == "run_end"
-    assert "GeneratorExit" in audit.entries[-1].data["error"]
+    # the run goes on in a task of its own (so nested runs' events can stream live):
+    # leaving the stream cancels it
+    assert audit.entries[-1].data["error"].startswith("Cancelled")
 
 
 @pytest.mark.anyio
@@ -258,5 +260,5 @@ def test_a_clone_keeps_model_tools_and_guards() -> None:
     assert worker.output_type is Triage
     assert worker.guards == template.guards
     assert worker.guards.audit_log is audit and worker.guards.rate_limiter is limiter
-    with pytest.raises(TypeError, match="unknown arguments"):
+    with pytest.raises(ConfigurationError, match=r"unknown arguments \['color'\]; it takes"):
         template.clone(color="red")

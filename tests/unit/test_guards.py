@@ -20,6 +20,7 @@ from foreperson.agents import (
     RateLimiter,
     Tool,
 )
+from foreperson.errors import ConfigurationError
 from foreperson.models import ModelResponse, ToolCall, ToolReturn, Usage
 from foreperson.testing import FunctionModel, ScriptedModel
 
@@ -104,10 +105,12 @@ async def test_max_tokens_stops_before_the_next_model_call() -> None:
 
 
 def test_limits_are_checked() -> None:
-    with pytest.raises(ValueError, match="max_turns"):
+    with pytest.raises(ConfigurationError, match="max_turns must be >= 1"):
         Limits(max_turns=0)
-    with pytest.raises(ValueError, match="max_tokens"):
+    with pytest.raises(ConfigurationError, match="max_tokens must be >= 0.*None for no cap"):
         Limits(max_tokens=-1)
+    with pytest.raises(ConfigurationError, match="max_duration_s must be a positive number"):
+        Limits(max_duration_s=0)
 
 
 # --- permissions and hooks -------------------------------------------------------------
@@ -242,7 +245,7 @@ async def test_an_approval_that_never_comes_is_a_denial_not_a_hang() -> None:
 @pytest.mark.anyio
 async def test_an_approval_handler_must_return_an_approval() -> None:
     model = ScriptedModel([ToolCall("order", {"item": "pen"})])
-    with pytest.raises(TypeError, match="Approval.approve"):
+    with pytest.raises(ConfigurationError, match="make it return Approval.approve"):
         await order_agent(model, Counter(), approval=lambda call, ctx: True).run("go")
 
 
@@ -279,7 +282,7 @@ async def test_an_output_guardrail_withholds_the_output() -> None:
 
 @pytest.mark.anyio
 async def test_a_guardrail_must_return_a_reason_or_none() -> None:
-    with pytest.raises(TypeError, match="return the reason to block"):
+    with pytest.raises(ConfigurationError, match="return the reason to block"):
         await order_agent(ScriptedModel(), Counter(),
                           input_guardrails=[lambda prompt, ctx: False]).run("hi")
 
@@ -326,9 +329,11 @@ async def test_the_rate_limiter_really_waits() -> None:
 
 
 def test_the_rate_limiter_refuses_nonsense() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigurationError, match="requests_per_s must be a positive number"):
         RateLimiter(0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigurationError, match="requests_per_s"):
+        RateLimiter(float("nan"))
+    with pytest.raises(ConfigurationError, match="burst must be an integer >= 1"):
         RateLimiter(1, burst=0)
 
 

@@ -368,12 +368,12 @@ class FlakyStore(MemoryStore):
         super().__init__()
         self.failures, self.transient = failures, transient
 
-    def assign(self, pairs, *, start=False):
+    def assign(self, pairs, *, start=False, lease_s=90.0):
         if pairs and self.failures > 0:
             self.failures -= 1
             from foreperson.errors import StoreError
             raise StoreError("database is locked", transient=self.transient)
-        return super().assign(pairs, start=start)
+        return super().assign(pairs, start=start, lease_s=lease_s)
 
 
 def test_a_transient_store_failure_is_retried_and_nothing_is_lost():
@@ -391,3 +391,46 @@ def test_a_store_error_that_would_repeat_stops_the_run_with_it():
     sup.add_task(Task("k"))
     with pytest.raises(StoreError, match="database is locked"):
         sup.run_sync()
+
+
+def test_a_reclaimed_attempt_still_running_here_frees_its_slot_when_it_returns():
+    """Attempt 1 of "t" stops heartbeating (its lease is reclaimed) but keeps running;
+    attempt 2 runs in the other slot of the same worker. When attempt 1 returns, its
+    result is refused and its slot is free again: two tasks that must run at the same
+    time still can."""
+    import threading
+
+    release_first = threading.Event()
+    both = threading.Barrier(2, timeout=10)
+    runs = []
+
+    def work(task):
+        if task.id == "t":
+            runs.append(task.lease_token)
+            if len(runs) == 1:
+                assert release_first.wait(10)
+                return "first"
+            release_first.set()
+            return "second"
+        both.wait()            # needs both slots at once
+        return task.id
+
+    sup = Supervisor(MemoryStore(), stale_after=0.3, sweep_every_s=0.05, prefetch=0)
+    sup.heartbeat = lambda: None            # attempt 1's holder looks dead
+    sup.register(Worker("w", {"k"}, fn=work, concurrency=2))
+    sup.add_tasks([Task("k", id="t"), Task("k", id="p1", depends_on=["t"]),
+                   Task("k", id="p2", depends_on=["t"])])
+    report = sup.run_sync(idle_wait_s=0.01)
+    assert sup.tasks["t"].result == "second" and report.lease_lost == 1
+    assert report.stats.counts[Status.COMPLETED] == 3
+
+
+def test_seed_000s_inspection_reads_the_tasks():
+    sup = Supervisor(MemoryStore())
+    sup.register(Worker("w", {"k"}, fn=lambda t: t.payload["n"] * 2))
+    sup.add_tasks([Task("k", {"n": 1}, id="a"), Task("k", {"n": 2}, id="b")])
+    sup.run_sync()
+    assert list(sup.tasks) == ["a", "b"] and len(sup.tasks) == 2
+    assert sup.tasks["b"].result == 4 and sup.tasks["a"].status is Status.COMPLETED
+    with pytest.raises(KeyError):
+        sup.tasks["missing"]

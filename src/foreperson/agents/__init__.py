@@ -3,6 +3,12 @@ plain functions, the ReAct loop with parallel tool dispatch, run results with us
 the event stream, and guards (limits, permissions, hooks, approval, guardrails, rate
 limiter, audit log).
 
+Each step of a run (model call, tool call, approval, spawn, delegation) goes through an
+injected step runner: :class:`InlineSteps` by default, :class:`JournaledSteps` over a
+:class:`~foreperson.journal.Journal` to record and replay them; the clock, the id source,
+the parent run and the event sink come in the same :class:`RunOptions`. The agent layer
+never imports the work layer: durability is injected.
+
 Example::
 
     from foreperson.agents import Agent
@@ -17,9 +23,9 @@ Example::
 """
 
 from ._agent import Agent
-from ._context import RunContext
 from ._events import (
     EVENTS_ADAPTER,
+    STOP_REASONS,
     AgentEvent,
     FinalEvent,
     ModelCallEvent,
@@ -28,8 +34,11 @@ from ._events import (
     TextDeltaEvent,
     ToolCallEvent,
     ToolResultEvent,
+    dump_run_result,
+    load_run_result,
 )
 from ._guards import (
+    AUDIT_KINDS,
     AfterToolHook,
     Approval,
     ApprovalHandler,
@@ -44,10 +53,25 @@ from ._guards import (
     RateLimiter,
 )
 from ._react import Architecture, ReAct
+from ._runner import (
+    JSON_CODEC,
+    InlineSteps,
+    JournaledSteps,
+    StepCodec,
+    StepOutcome,
+    StepRunner,
+    StepSpec,
+)
+from ._state import EventSink, ParentRun, RunContext, RunOptions
+from ._steps import SpawnRecord
 from ._tools import Tool, tool
+from ._vocabulary import Vocabulary
 
 __all__ = [
+    "AUDIT_KINDS",
     "EVENTS_ADAPTER",
+    "JSON_CODEC",
+    "STOP_REASONS",
     "AfterToolHook",
     "Agent",
     "AgentEvent",
@@ -57,21 +81,34 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "BeforeToolHook",
+    "EventSink",
     "FinalEvent",
     "Guardrail",
     "Guards",
+    "InlineSteps",
+    "JournaledSteps",
     "JsonlAuditLog",
     "Limits",
     "MemoryAuditLog",
     "ModelCallEvent",
+    "ParentRun",
     "RateLimiter",
     "ReAct",
     "RunContext",
+    "RunOptions",
     "RunResult",
+    "SpawnRecord",
+    "StepCodec",
+    "StepOutcome",
+    "StepRunner",
+    "StepSpec",
     "StopReason",
     "TextDeltaEvent",
     "Tool",
     "ToolCallEvent",
     "ToolResultEvent",
+    "Vocabulary",
+    "dump_run_result",
+    "load_run_result",
     "tool",
 ]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from contextlib import aclosing
+from contextvars import ContextVar
+from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -14,15 +16,46 @@ from pydantic import BaseModel
 
 from ..errors import ConfigurationError
 from ..models import Message, Model, ModelSettings, SystemMessage, UserMessage, infer_model
-from ._context import RunContext
 from ._events import AgentEvent, FinalEvent, RunResult
 from ._guards import Guards
 from ._react import Architecture, ReAct
+from ._state import DEFAULT_OPTIONS, RunContext, RunOptions, nested_run_id
+from ._steps import first_error
 from ._tools import Tool, as_tool
 
 __all__ = ["Agent"]
 
 OutputT = TypeVar("OutputT")
+F = TypeVar("F", bound=Callable[..., Any])
+
+# ``run_sync(options=...)`` hands its options to the ``run()`` it starts through this
+# variable (set around the call by ``_forward_options``), so run_sync's body only deals
+# with event loops and clients.
+_SYNC_OPTIONS: ContextVar[tuple[object, RunOptions] | None] = ContextVar(
+    "foreperson_run_sync_options", default=None)
+
+
+def _forward_options(method: F) -> F:
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, options: RunOptions | None = None, **kwargs: Any) -> Any:
+        token = _SYNC_OPTIONS.set((self, options) if options is not None else None)
+        try:
+            return method(self, *args, options=options, **kwargs)
+        finally:
+            _SYNC_OPTIONS.reset(token)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _options_for(agent: object, options: RunOptions | None) -> RunOptions:
+    """``options``, else those ``run_sync`` was given for this agent's run (taken once,
+    so runs nested in this one do not see them), else the defaults."""
+    if options is None:
+        pending = _SYNC_OPTIONS.get()
+        if pending is not None and pending[0] is agent:
+            _SYNC_OPTIONS.set(None)
+            options = pending[1]
+    return options if options is not None else DEFAULT_OPTIONS
 
 
 class Agent(Generic[OutputT]):
@@ -92,7 +125,7 @@ class Agent(Generic[OutputT]):
                 )
             self.tools[made.name] = made
         self.architecture: Architecture = architecture if architecture is not None else ReAct()
-        self.output_type: type[BaseModel] | None = output_type  # type: ignore[assignment]
+        self.output_type: type[BaseModel] | None = output_type
         self.name = name
         self.guards = guards if guards is not None else Guards()
         self.settings = settings if settings is not None else ModelSettings()
@@ -117,7 +150,7 @@ class Agent(Generic[OutputT]):
             The new agent.
 
         Raises:
-            TypeError: an unknown argument name.
+            ConfigurationError: an unknown argument name.
         """
         arguments: dict[str, Any] = {
             "instructions": self.instructions,
@@ -131,7 +164,9 @@ class Agent(Generic[OutputT]):
         }
         unknown = set(changes) - set(arguments)
         if unknown:
-            raise TypeError(f"Agent.clone() got unknown arguments: {sorted(unknown)}")
+            raise ConfigurationError(
+                f"agent {self.name!r}: Agent.clone() got unknown arguments {sorted(unknown)}; "
+                f"it takes {sorted(arguments)}")
         arguments.update(changes)
         instructions = arguments.pop("instructions")
         return Agent(instructions, **arguments)
@@ -144,21 +179,40 @@ class Agent(Generic[OutputT]):
         run_id: str | None = None,
         message_history: Sequence[Message] | None = None,
         streaming: bool = False,
+        options: RunOptions | None = None,
     ) -> RunContext:
         """The state a run starts from: the system message (unless the history already
         has one), the history, then the prompt.
 
         Args:
             prompt: the user's message.
-            user_id: the user the run serves (tenant pinning), or None.
-            run_id: the run's id (default a new random one; a journal replays with the
-                recorded one).
+            user_id: the user the run serves (tenant pinning); a nested run defaults to
+                its parent's user.
+            run_id: the run's id (default one from ``options.ids``; for a nested run one
+                derived from its parent and step path; a journal replays a run given
+                the recorded id).
             message_history: an earlier conversation to continue.
-            streaming: stream model replies.
+            streaming: stream model replies (a nested run also streams when its
+                outermost run streams to an event sink).
+            options: step runner, clock, ids, parent, event sink (default
+                :class:`RunOptions`).
 
         Returns:
             A fresh :class:`RunContext`.
+
+        Raises:
+            ConfigurationError: a nested run started from another thread than its
+                parent's (use ``await agent.run(...)`` in an async tool).
         """
+        options = options if options is not None else DEFAULT_OPTIONS
+        parent = options.parent
+        if parent is not None:
+            if parent.context is not None:
+                parent.context.check_thread()
+            if user_id is None:
+                user_id = parent.user_id
+            streaming = streaming or (parent.streaming and options.events is not None)
+            run_id = run_id or nested_run_id(parent, self.name)
         history = list(message_history or ())
         messages: list[Message] = []
         if not history or not isinstance(history[0], SystemMessage):
@@ -167,11 +221,12 @@ class Agent(Generic[OutputT]):
         messages.append(UserMessage(prompt))
         return RunContext(
             agent=self,
-            run_id=run_id or uuid.uuid4().hex,
+            run_id=run_id or options.ids(),
             user_id=user_id,
             messages=messages,
             tools=dict(self.tools),
             streaming=streaming,
+            options=options,
         )
 
     async def run(
@@ -181,28 +236,43 @@ class Agent(Generic[OutputT]):
         user_id: str | None = None,
         run_id: str | None = None,
         message_history: Sequence[Message] | None = None,
+        options: RunOptions | None = None,
     ) -> RunResult[OutputT]:
         """Run the agent on one prompt until it answers or a guard stops it.
 
         Args:
             prompt: the user's message.
             user_id: the user the run serves; tools see it through ``RunContext``.
-            run_id: the run's id (default a new random one).
+            run_id: the run's id (default a new one from ``options.ids``). With a
+                journaled step runner, running again with the same id replays the
+                recorded steps.
             message_history: an earlier conversation to continue (e.g.
                 ``previous.messages``).
+            options: the run's seams (:class:`RunOptions`): the step runner (e.g.
+                ``JournaledSteps(store)`` to record and replay every model call, tool
+                call and approval), the clock, the id source, the parent run (from
+                ``ctx.nested()`` inside a tool) and an event sink. Default: steps run
+                inline, system clock, random ids.
 
         Returns:
             The result: ``output`` (text or the validated ``output_type`` object),
-            ``messages``, ``usage`` and ``stop_reason``. A limit or guardrail ends the
-            run with a result, never an exception.
+            ``text``, ``messages``, ``usage``, ``stop_reason`` and ``finish_reason``. A
+            limit or guardrail ends the run with a result, never an exception.
 
         Raises:
             ModelError: a model call failed for good.
             OutputValidationError: the answer never matched ``output_type``.
+            JournalDivergence: a journaled replay asked something the journal did not
+                record under that step (the code or the prompt changed).
+            ConfigurationError: a guardrail or approval handler returned the wrong
+                type, or an unregistered stop reason or audit kind was used.
             Exception: what a hook, guardrail or approval handler raised.
         """
+        ctx = self.new_context(prompt, user_id=user_id, run_id=run_id,
+                               message_history=message_history,
+                               options=_options_for(self, options))
         result: RunResult[Any] | None = None
-        events = self._events(prompt, user_id, run_id, message_history, streaming=False)
+        events = self._events(ctx, prompt)
         async with aclosing(events):
             async for event in events:
                 if isinstance(event, FinalEvent):
@@ -210,6 +280,7 @@ class Agent(Generic[OutputT]):
         assert result is not None
         return result
 
+    @_forward_options
     def run_sync(
         self,
         prompt: str,
@@ -217,6 +288,7 @@ class Agent(Generic[OutputT]):
         user_id: str | None = None,
         run_id: str | None = None,
         message_history: Sequence[Message] | None = None,
+        options: RunOptions | None = None,
     ) -> RunResult[OutputT]:
         """:meth:`run` for code without an event loop (scripts, the CLI, worker threads).
 
@@ -224,7 +296,7 @@ class Agent(Generic[OutputT]):
         that loop (they cannot be reused from another loop); the model stays usable.
 
         Args:
-            prompt, user_id, run_id, message_history: as :meth:`run`.
+            prompt, user_id, run_id, message_history, options: as :meth:`run`.
 
         Returns:
             As :meth:`run`.
@@ -264,13 +336,23 @@ class Agent(Generic[OutputT]):
         user_id: str | None = None,
         run_id: str | None = None,
         message_history: Sequence[Message] | None = None,
-    ) -> AsyncIterator[AgentEvent]:
+        options: RunOptions | None = None,
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run the agent and yield its events as they happen; model text is streamed.
 
-        Wrap it in ``contextlib.aclosing`` if you may stop iterating early.
+        The events of runs nested in this one (a worker run from inside a tool, started
+        with ``options=ctx.nested()``) come through too, while they run, tagged with
+        their own run id and agent, their ``parent_run_id``, ``parent_path`` and
+        ``level`` (>= 1); this run's own events have level 0 and its
+        :class:`FinalEvent` comes last. The run goes on in a task of its own; leaving
+        the iteration early cancels it. Wrap it in ``contextlib.aclosing`` if you may
+        stop iterating early.
 
         Args:
             prompt, user_id, run_id, message_history: as :meth:`run`.
+            options: as :meth:`run`. With ``options.events`` set (a nested stream, or
+                a sink of your own), this run's events are yielded and also sent to
+                that sink, and nested runs' events go only to the sink.
 
         Yields:
             :class:`TextDeltaEvent`, :class:`ModelCallEvent`, :class:`ToolCallEvent`,
@@ -280,32 +362,74 @@ class Agent(Generic[OutputT]):
         Raises:
             As :meth:`run`.
         """
-        events = self._events(prompt, user_id, run_id, message_history, streaming=True)
-        async with aclosing(events):
-            async for event in events:
-                yield event
+        options = options if options is not None else DEFAULT_OPTIONS
+        if options.events is not None:
+            ctx = self.new_context(prompt, user_id=user_id, run_id=run_id,
+                                   message_history=message_history, streaming=True,
+                                   options=options)
+            events = self._events(ctx, prompt)
+            async with aclosing(events):
+                async for event in events:
+                    yield event
+            return
+        # the run (and every run nested in it) sends its events into a channel that this
+        # generator drains, so nested runs' events arrive while they run
+        send, receive = anyio.create_memory_object_stream[Any](0)
+        ctx = self.new_context(prompt, user_id=user_id, run_id=run_id,
+                               message_history=message_history, streaming=True,
+                               options=replace(options, events=send.send))
+        failure: list[Exception] = []
 
-    async def _events(
-        self,
-        prompt: str,
-        user_id: str | None,
-        run_id: str | None,
-        message_history: Sequence[Message] | None,
-        *,
-        streaming: bool,
-    ) -> AsyncIterator[AgentEvent]:
-        ctx = self.new_context(
-            prompt, user_id=user_id, run_id=run_id, message_history=message_history,
-            streaming=streaming,
-        )
-        started = time.perf_counter()
-        ctx.audit("run_start", model=self.model.name, prompt=prompt, tools=list(ctx.tools))
+        async def produce() -> None:
+            async with send:
+                try:
+                    produced = self._events(ctx, prompt)
+                    async with aclosing(produced):
+                        async for _ in produced:
+                            pass
+                except Exception as exc:  # noqa: BLE001 - handed to the consumer below
+                    failure.append(exc)
+
+        left_early = False
         try:
-            reason = await ctx.check_guardrails(self.guards.input_guardrails, prompt)
-            if reason is not None:
+            async with anyio.create_task_group() as group:
+                group.start_soon(produce)
+                try:
+                    async with receive:
+                        async for event in receive:
+                            yield event
+                except GeneratorExit:  # the consumer stopped iterating: cancel the run
+                    left_early = True
+                finally:
+                    group.cancel_scope.cancel()
+        except BaseExceptionGroup as errors:
+            raise first_error(errors) from None
+        if failure and not left_early:
+            raise failure[0]
+
+    async def _events(self, ctx: RunContext, prompt: str) -> AsyncGenerator[AgentEvent, None]:
+        """The run's own events, each also published to the run's event sink."""
+        started = time.perf_counter()
+        limits = self.guards.limits
+        if limits.max_duration_s is not None:
+            ctx.deadline = anyio.current_time() + limits.max_duration_s
+        parent = ctx.parent
+        nesting = {} if parent is None else {
+            "parent_run_id": parent.run_id, "parent_path": parent.path, "level": parent.level}
+        ctx.audit("run_start", model=self.model.name, prompt=prompt, tools=list(ctx.tools),
+                  **nesting)
+        try:
+            reason: str | None = None
+            with ctx.deadline_scope() as scope:
+                reason = await ctx.check_guardrails(self.guards.input_guardrails, prompt)
+            if scope.cancelled_caught:
+                ctx.end_by_deadline()
+            elif reason is not None:
                 ctx.end("input_guardrail", detail=reason)
             else:
                 async for event in self.architecture.run(ctx):
+                    if ctx.events is not None:
+                        await ctx.events(event)
                     yield event
                 if not ctx.stopped:
                     raise RuntimeError(
@@ -313,23 +437,24 @@ class Agent(Generic[OutputT]):
                         "ending the run (ctx.end(...))"
                     )
         except BaseException as exc:
-            ctx.audit("run_end", error=f"{type(exc).__name__}: {exc}", usage=_usage(ctx),
+            ctx.audit("run_end", error=_describe(exc), usage=_usage(ctx),
                       duration_s=round(time.perf_counter() - started, 6))
             raise
-        assert ctx.stop_reason is not None
-        result: RunResult[Any] = RunResult(
-            output=ctx.output if ctx.stop_reason == "completed" else None,
-            text=ctx.last_text(),
-            messages=ctx.messages,
-            usage=ctx.usage,
-            stop_reason=ctx.stop_reason,
-            run_id=ctx.run_id,
-            agent=self.name,
-            detail=ctx.detail,
-        )
+        result = ctx.to_result()
         ctx.audit("run_end", stop_reason=ctx.stop_reason, detail=ctx.detail, usage=_usage(ctx),
                   duration_s=round(time.perf_counter() - started, 6))
-        yield FinalEvent(ctx.run_id, self.name, result)
+        final = FinalEvent(ctx.run_id, self.name, result, **ctx.tags)
+        if ctx.events is not None:
+            await ctx.events(final)
+        yield final
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception as the audit log's ``error``."""
+    if isinstance(exc, anyio.get_cancelled_exc_class()):
+        return ("Cancelled: the run was cancelled (by its caller, or its stream's consumer "
+                "stopped iterating)")
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _usage(ctx: RunContext) -> dict[str, int]:

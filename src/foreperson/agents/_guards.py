@@ -9,6 +9,7 @@ Each guard ends a run with a result or a clear error, never a hang.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -18,12 +19,15 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import anyio
 
+from ..errors import ConfigurationError
 from ..models import ToolCall, ToolReturn
+from ._vocabulary import Vocabulary
 
 if TYPE_CHECKING:
-    from ._context import RunContext
+    from ._state import RunContext
 
 __all__ = [
+    "AUDIT_KINDS",
     "AfterToolHook",
     "Approval",
     "ApprovalHandler",
@@ -46,34 +50,54 @@ class Limits:
     run with a result, not an exception). Caps are checked before each model call, so
     the tools of the last allowed turn still run.
 
+    Each run has its own caps: a run nested in another (a worker run from inside a tool
+    of its supervisor) counts its own turns and tool calls against its own limits, and
+    its tokens against its own ``max_tokens`` and every enclosing run's.
+
     Attributes:
         max_turns: model calls per run (default 20; None: no cap). Stop reason
             ``"max_turns"``.
         max_tool_calls: tool calls per run (default None). The calls of a turn that fit
             run; the rest get an error result and the run stops with
             ``"max_tool_calls"``.
-        max_tokens: input plus output tokens per run (default None). Stop reason
-            ``"max_tokens"``.
+        max_tokens: input plus output tokens per run, including the runs nested in it
+            (default None). Stop reason ``"max_tokens"``. What is left of it is each
+            model call's ``max_tokens`` setting, so one reply cannot overshoot the cap
+            by more than its own prompt.
         max_output_retries: times an answer that does not match ``output_type`` is sent
             back to the model with its validation errors before
             :class:`~foreperson.errors.OutputValidationError` is raised (default 1).
+        max_duration_s: wall-clock seconds per run (default None: no cap). A model
+            call, tool call or approval still running at the deadline is abandoned (an
+            unfinished tool call gets an error result) and the run ends with stop
+            reason ``"max_duration"``.
 
     Raises:
-        ValueError: a negative cap, or ``max_turns`` of 0.
+        ConfigurationError: a negative cap, ``max_turns`` of 0, or a ``max_duration_s``
+            that is not a positive number of seconds.
     """
 
     max_turns: int | None = 20
     max_tool_calls: int | None = None
     max_tokens: int | None = None
     max_output_retries: int = 1
+    max_duration_s: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_turns", "max_tool_calls", "max_tokens", "max_output_retries"):
             value = getattr(self, name)
             if value is not None and value < 0:
-                raise ValueError(f"Limits.{name} must be >= 0, got {value}")
+                raise ConfigurationError(
+                    f"Limits.{name} must be >= 0, got {value}; use None for no cap")
         if self.max_turns == 0:
-            raise ValueError("Limits.max_turns must be >= 1 (a run needs one model call)")
+            raise ConfigurationError(
+                "Limits.max_turns must be >= 1 (a run needs one model call); use None for "
+                "no cap")
+        duration = self.max_duration_s
+        if duration is not None and not (isinstance(duration, int | float) and duration > 0):
+            raise ConfigurationError(
+                f"Limits.max_duration_s must be a positive number of seconds, got "
+                f"{duration!r}; use None for no cap")
 
 
 @dataclass(frozen=True)
@@ -109,7 +133,9 @@ class Approval:
 
 
 ApprovalHandler = Callable[[ToolCall, "RunContext"], "Approval | Awaitable[Approval]"]
-"""``(call, ctx) -> Approval``, sync or async: asks a human about one tool call."""
+"""``(call, ctx) -> Approval``, sync or async: asks a human about one tool call. Its
+decision is a journaled step (``.../tool:N/approval``): a replayed run does not ask
+again."""
 
 BeforeToolHook = Callable[[ToolCall, "RunContext"], "ToolCall | None | Awaitable[ToolCall | None]"]
 """``(call, ctx) -> ToolCall | None``: runs before each tool call (before approval);
@@ -127,23 +153,38 @@ output (output guardrail). Return the reason to block, or None to let it through
 block ends the run with stop reason ``"input_guardrail"`` / ``"output_guardrail"``."""
 
 
+AUDIT_KINDS = Vocabulary("audit kind", {
+    "run_start": "a run started: its model, prompt and tools (and its parent, if nested)",
+    "model_call": "a model call ended: turn, model, tokens, tool names, finish reason, "
+                  "duration, or the error",
+    "tool_call": "a tool call ended: name, arguments, result, error flag, approval "
+                 "decision, duration",
+    "spawn": "a worker was spawned in the run: role, worker id",
+    "run_end": "a run ended: stop reason, detail and usage, or the error",
+})
+"""The registry of audit entry kinds; ``AUDIT_KINDS.register(name, meaning)`` adds one
+(the teams layer: ``"route"`` …). ``RunContext.audit`` refuses an unregistered kind."""
+
+
 @dataclass(frozen=True)
 class AuditEntry:
     """One line of the audit log.
 
     Attributes:
-        kind: ``"run_start"``, ``"model_call"``, ``"tool_call"`` or ``"run_end"``.
+        kind: one of :data:`AUDIT_KINDS`: ``"run_start"``, ``"model_call"``,
+            ``"tool_call"``, ``"spawn"``, ``"run_end"``, or one the layers above
+            registered.
         run_id: the run.
         agent: the agent's name.
         user_id: the user the run serves, or None.
-        at: when, timezone-aware UTC.
+        at: when, timezone-aware UTC (from the run's clock, ``RunOptions.clock``).
         data: what happened: for a model call the turn, model, usage, tool names and
             duration (seconds) or the error; for a tool call the name, arguments,
             result, error flag, approval decision and duration (seconds); for the end of
             a run its stop reason and usage, or its error.
     """
 
-    kind: Literal["run_start", "model_call", "tool_call", "run_end"]
+    kind: str
     run_id: str
     agent: str
     user_id: str | None
@@ -225,7 +266,8 @@ class RateLimiter:
         sleep: how to wait (default ``anyio.sleep``).
 
     Raises:
-        ValueError: ``requests_per_s`` <= 0 or ``burst`` < 1.
+        ConfigurationError: ``requests_per_s`` is not a positive finite number, or
+            ``burst`` is not an integer >= 1.
     """
 
     def __init__(
@@ -236,10 +278,14 @@ class RateLimiter:
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
-        if requests_per_s <= 0:
-            raise ValueError(f"requests_per_s must be > 0, got {requests_per_s}")
-        if burst < 1:
-            raise ValueError(f"burst must be >= 1, got {burst}")
+        if not (isinstance(requests_per_s, int | float) and 0 < requests_per_s < math.inf):
+            raise ConfigurationError(
+                f"RateLimiter: requests_per_s must be a positive number of requests per "
+                f"second, got {requests_per_s!r}; for no limit, leave Guards.rate_limiter None")
+        if not isinstance(burst, int) or burst < 1:
+            raise ConfigurationError(
+                f"RateLimiter: burst must be an integer >= 1 (requests allowed back to "
+                f"back), got {burst!r}")
         self.requests_per_s = requests_per_s
         self.burst = burst
         self._interval = 1.0 / requests_per_s
@@ -299,11 +345,18 @@ class Guards:
             approval handler is set).
         approval_timeout_s: seconds to wait for a decision; past it the call is denied
             (None: wait as long as it takes).
+        tool_timeout_s: seconds a tool call may run (default None: no bound); a tool's
+            own ``timeout_s`` (``@tool(timeout_s=...)``) overrides it. Past it the model
+            gets an error result naming the bound, and a sync tool's thread is abandoned
+            (it cannot be stopped; it finishes in the background).
         input_guardrails: checks on the prompt, before any model call.
         output_guardrails: checks on the final output.
         rate_limiter: spaces the model calls (shared when the guards are cloned).
         audit_log: receives an entry for every run start and end, model call and tool
             call (shared when the guards are cloned).
+
+    Raises:
+        ConfigurationError: ``tool_timeout_s`` is not a positive number of seconds.
     """
 
     limits: Limits = field(default_factory=Limits)
@@ -313,6 +366,7 @@ class Guards:
     approval: ApprovalHandler | None = None
     approval_required: frozenset[str] | None = None
     approval_timeout_s: float | None = None
+    tool_timeout_s: float | None = None
     input_guardrails: tuple[Guardrail, ...] = ()
     output_guardrails: tuple[Guardrail, ...] = ()
     rate_limiter: RateLimiter | None = None
@@ -328,6 +382,11 @@ class Guards:
                 if isinstance(value, str):
                     value = (value,)
                 object.__setattr__(self, name, frozenset(value))
+        timeout = self.tool_timeout_s
+        if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
+            raise ConfigurationError(
+                f"Guards.tool_timeout_s must be a positive number of seconds, got "
+                f"{timeout!r}; use None for no bound")
 
     def permits(self, tool_name: str) -> bool:
         """Whether the agent may call ``tool_name``."""

@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ._context import RunContext
 from ._events import AgentEvent
+from ._state import RunContext
 
 __all__ = ["Architecture", "ReAct"]
 
@@ -20,7 +20,11 @@ class Architecture(Protocol):
 
     An architecture must end the run (``ctx.end(...)``) before it returns; the agent
     turns the context into a :class:`~foreperson.agents.RunResult` and emits the final
-    event.
+    event. It builds the run from the context's steps (``ctx.call_model()``,
+    ``ctx.run_tool_calls(...)``, ``ctx.accept_final(...)``, ``ctx.step(...)``,
+    ``ctx.spawn(...)``, ``ctx.run_agent(...)``), which go through the run's step runner,
+    so a journal can record and replay them; its own code between steps runs again on
+    replay and must be deterministic.
     """
 
     def run(self, ctx: RunContext) -> AsyncIterator[AgentEvent]:
@@ -41,7 +45,8 @@ class ReAct:
     and call it again with the results; stop at its first answer without tool calls.
 
     Seed 001: the tool dispatch of one turn is one anyio task group over all its calls.
-    The agent's :class:`~foreperson.agents.Limits` are checked before every model call.
+    The agent's :class:`~foreperson.agents.Limits` are checked before every model call;
+    a step cut short by the run's deadline ends the run (``"max_duration"``).
     """
 
     async def run(self, ctx: RunContext) -> AsyncIterator[AgentEvent]:
@@ -58,6 +63,8 @@ class ReAct:
                 return
             async for event in ctx.call_model():
                 yield event
+            if ctx.stopped:
+                return
             response = ctx.last_response
             assert response is not None
             if response.tool_calls:

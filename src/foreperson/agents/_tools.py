@@ -19,7 +19,7 @@ from ..errors import ConfigurationError
 from ..models import ToolDefinition
 
 if TYPE_CHECKING:
-    from ._context import RunContext
+    from ._state import RunContext
 
 __all__ = ["Tool", "as_tool", "format_validation_error", "tool"]
 
@@ -91,7 +91,7 @@ def format_validation_error(error: ValidationError) -> str:
 
 
 def _is_run_context(annotation: Any) -> bool:
-    from ._context import RunContext
+    from ._state import RunContext
 
     if annotation is RunContext:
         return True
@@ -127,6 +127,14 @@ class Tool:
         args_model: the pydantic model that validates the arguments.
         context_parameter: the name of the RunContext parameter, or None.
         is_async: whether ``function`` is a coroutine function.
+        timeout_s: seconds a call may run (None: ``Guards.tool_timeout_s``;
+            ``math.inf``: no bound for this tool, whatever the guards say). Past it the
+            model gets an error result naming the bound.
+        journaled: True (default): with a journal, a call is a step whose result is
+            recorded, and a replay returns it without calling the function. False: the
+            function runs again on replay; for tools made of steps themselves (one that
+            delegates to a worker run, or spawns a worker through ``ctx.spawn``), whose
+            effects must be rebuilt on replay while their own steps replay.
     """
 
     function: Callable[..., Any]
@@ -136,6 +144,8 @@ class Tool:
     args_model: type[BaseModel] = field(repr=False)
     context_parameter: str | None = None
     is_async: bool = False
+    timeout_s: float | None = None
+    journaled: bool = True
 
     @classmethod
     def from_function(
@@ -144,6 +154,8 @@ class Tool:
         *,
         name: str | None = None,
         description: str | None = None,
+        timeout_s: float | None = None,
+        journaled: bool = True,
     ) -> Tool:
         """Make a tool from a function's signature and Google-style docstring.
 
@@ -151,16 +163,23 @@ class Tool:
             function: the function, sync or async.
             name: the tool's name (default the function's ``__name__``).
             description: what it does (default the docstring's description).
+            timeout_s: seconds a call may run (see :attr:`timeout_s`; default None:
+                the guards decide).
+            journaled: whether a call is a journaled step (see :attr:`journaled`).
 
         Returns:
             The tool.
 
         Raises:
             ConfigurationError: ``*args`` / ``**kwargs`` / positional-only parameters, a
-                name that is not ``[a-zA-Z0-9_-]{1,64}``, or a type pydantic cannot
-                make a schema for.
+                name that is not ``[a-zA-Z0-9_-]{1,64}``, a type pydantic cannot make a
+                schema for, or a ``timeout_s`` that is not a positive number of seconds.
         """
         tool_name = name or getattr(function, "__name__", None) or type(function).__name__
+        if timeout_s is not None and not (isinstance(timeout_s, int | float) and timeout_s > 0):
+            raise ConfigurationError(
+                f"tool {tool_name!r}: timeout_s must be a positive number of seconds "
+                f"(math.inf: no bound), got {timeout_s!r}")
         if not re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", tool_name):
             raise ConfigurationError(
                 f"tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-' (providers "
@@ -192,7 +211,7 @@ class Tool:
                 Field(default, description=doc_params.get(param.name) or None),
             )
         try:
-            args_model = create_model(  # type: ignore[call-overload]
+            args_model = create_model(
                 f"{tool_name}_arguments",
                 __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False),
                 **fields,
@@ -214,6 +233,8 @@ class Tool:
             args_model=args_model,
             context_parameter=context_parameter,
             is_async=_is_async(function),
+            timeout_s=timeout_s,
+            journaled=journaled,
         )
 
     @functools.cached_property
@@ -248,12 +269,17 @@ class Tool:
 
         Raises:
             Exception: whatever the function raised.
+
+        A sync function runs in a worker thread; when the call is cancelled (a timeout,
+        the run's deadline) the thread is abandoned: it cannot be stopped, so it runs
+        to its end in the background and its result is dropped.
         """
         if self.context_parameter is not None:
             kwargs = {**kwargs, self.context_parameter: ctx}
         if self.is_async:
             return await self.function(**kwargs)
-        return await anyio.to_thread.run_sync(functools.partial(self.function, **kwargs))
+        return await anyio.to_thread.run_sync(
+            functools.partial(self.function, **kwargs), abandon_on_cancel=True)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly (a decorated function stays callable)."""
@@ -289,7 +315,11 @@ def tool(function: Callable[..., Any], /) -> Tool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout_s: float | None = None,
+    journaled: bool = True,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -299,6 +329,8 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    timeout_s: float | None = None,
+    journaled: bool = True,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Decorator: make a function a :class:`Tool` (``@tool`` or ``@tool(name=...)``).
 
@@ -308,6 +340,10 @@ def tool(
         function: the function (when used as ``@tool``).
         name: the tool's name (default the function's name).
         description: what it does (default the docstring's description).
+        timeout_s: seconds a call may run, overriding ``Guards.tool_timeout_s``
+            (``math.inf``: no bound); default None: the guards decide.
+        journaled: False for a tool whose body must run again on replay (see
+            :attr:`Tool.journaled`); default True.
 
     Returns:
         The tool, or a decorator that makes one.
@@ -316,9 +352,11 @@ def tool(
         ConfigurationError: see :meth:`Tool.from_function`.
     """
     if function is not None:
-        return Tool.from_function(function, name=name, description=description)
+        return Tool.from_function(function, name=name, description=description,
+                                  timeout_s=timeout_s, journaled=journaled)
 
     def decorate(fn: Callable[..., Any]) -> Tool:
-        return Tool.from_function(fn, name=name, description=description)
+        return Tool.from_function(fn, name=name, description=description,
+                                  timeout_s=timeout_s, journaled=journaled)
 
     return decorate

@@ -2,6 +2,8 @@
 
 from ..retry import backoff_seconds, is_retryable
 from .app import App
+from .handles import TaskHandle
+from .policy import Reason
 from .store import StoreStats, TaskStore
 from .stores import MemoryStore, SqliteStore
 from .supervisor import RunReport, Supervisor
@@ -12,12 +14,14 @@ __all__ = [
     "App",
     "MemoryStore",
     "SqliteStore",
+    "Reason",
     "RunReport",
     "Status",
     "StoreStats",
     "Supervisor",
     "Task",
     "TaskContext",
+    "TaskHandle",
     "TaskStore",
     "Worker",
     "backoff_seconds",

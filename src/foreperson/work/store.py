@@ -13,6 +13,7 @@ the current token, so a worker whose task was reclaimed cannot write any more.
 from __future__ import annotations
 
 import graphlib
+import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -22,7 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 from ..errors import InvalidPlan
 from .task import Status, Task
 
-__all__ = ["StoreStats", "TaskStore", "validate_new_tasks"]
+__all__ = ["BacksOffResources", "StoreStats", "TaskStore", "TracksWorkers", "WakesOnWork",
+           "conflicting_readd", "same_task", "validate_new_tasks"]
 
 
 @dataclass
@@ -64,7 +66,12 @@ class StoreStats:
 
 @runtime_checkable
 class TaskStore(Protocol):
-    """Durable task records. All times come from the store's clock."""
+    """Durable task records. All times come from the store's clock.
+
+    Every store also implements :class:`foreperson.journal.Journal` (``get_step``,
+    ``put_step``, ``list_steps``) in the same database, with the same migrations.
+    Status transitions follow :mod:`foreperson.work.policy`.
+    """
 
     def batch(self) -> AbstractContextManager[None]:
         """Group the calls made inside, on this thread, into one transaction with one
@@ -72,15 +79,17 @@ class TaskStore(Protocol):
         ...
 
     def add(self, tasks: Sequence[Task]) -> list[str]:
-        """Insert new tasks (PENDING). A task whose id is already stored is skipped, so
-        adding the same deterministic ids twice is harmless.
+        """Insert new tasks (PENDING). A task whose id is already stored with the same
+        kind and payload is skipped, so adding the same deterministic ids twice is
+        harmless.
 
         Returns:
             ids actually inserted.
 
         Raises:
             InvalidPlan: a dependency that is neither stored nor in ``tasks``, a
-                dependency cycle, or a malformed task; nothing is inserted.
+                dependency cycle, a malformed task, or an id already stored with
+                another kind or payload; nothing is inserted.
         """
         ...
 
@@ -89,8 +98,8 @@ class TaskStore(Protocol):
         ...
 
     def list_tasks(self, status: Status | None = None, kind: str | None = None,
-                   limit: int | None = None) -> list[Task]:
-        """Tasks in insertion order, optionally filtered."""
+                   limit: int | None = None, *, run_id: str | None = None) -> list[Task]:
+        """Tasks in insertion order, optionally filtered (``run_id``: one run's)."""
         ...
 
     def ready(self, kinds: Collection[str], limit: int) -> list[Task]:
@@ -98,13 +107,14 @@ class TaskStore(Protocol):
         ``not_before``, every dependency COMPLETED, none of their locks held."""
         ...
 
-    def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool = False) -> list[Task]:
+    def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool = False,
+               lease_s: float = 90.0) -> list[Task]:
         """Claim specific tasks for specific workers: ``[(task_id, worker), …]``.
 
-        Each task that is still ready becomes ASSIGNED (RUNNING with ``start=True``, for
-        a worker that begins at once) with a new lease token, one more attempt (attempts
-        are counted at claim), ``heartbeat_at`` = now and its locks held; the others are
-        skipped.
+        Each task that is still ready becomes ASSIGNED with a new lease token, its
+        locks held and a lease of its own ``stale_after`` (else ``lease_s``) seconds;
+        the others are skipped. With ``start=True`` it goes straight to RUNNING and the
+        attempt is counted (see :mod:`~foreperson.work.policy`).
 
         Returns:
             the claimed tasks, with their lease tokens.
@@ -112,16 +122,25 @@ class TaskStore(Protocol):
         ...
 
     def claim(self, worker: str, kinds: Collection[str], limit: int, *,
-              start: bool = False) -> list[Task]:
+              start: bool = False, lease_s: float = 90.0) -> list[Task]:
         """``ready`` + ``assign`` in one atomic step, for workers that pull."""
         ...
 
     def start(self, task_id: str, token: str) -> bool:
-        """ASSIGNED -> RUNNING. False when the lease is gone."""
+        """ASSIGNED -> RUNNING, counting the attempt. False when the lease is gone."""
+        ...
+
+    def start_many(self, leases: Mapping[str, str]) -> set[str]:
+        """:meth:`start` for many held tasks at once (``{task_id: token}``).
+
+        Returns:
+            ids whose lease is gone.
+        """
         ...
 
     def heartbeat(self, leases: Mapping[str, str]) -> set[str]:
-        """Refresh ``heartbeat_at`` of held tasks (``{task_id: token}``).
+        """Renew the leases of held tasks (``{task_id: token}``): each expires its own
+        lease seconds from now.
 
         Returns:
             ids whose lease is gone (the holder must stop writing).
@@ -129,13 +148,29 @@ class TaskStore(Protocol):
         ...
 
     def complete(self, task_id: str, token: str, result: Any) -> bool:
-        """Store the result and mark COMPLETED; release locks. False when the lease is gone."""
+        """Store the result and mark COMPLETED; release locks. False when the lease is gone.
+
+        Raises:
+            TypeError: ``result`` is not JSON (nothing is stored, the lease stays).
+        """
+        ...
+
+    def complete_many(self, items: Sequence[tuple[str, str, Any]]) -> set[str]:
+        """:meth:`complete` for many held tasks: ``[(task_id, token, result), …]``.
+
+        Returns:
+            ids whose result was stored (the others had lost their lease).
+
+        Raises:
+            TypeError: a result is not JSON (nothing is stored).
+        """
         ...
 
     def fail(self, task_id: str, token: str, error: str, *,
              retry_at: float | None) -> Status | None:
         """Record a failed attempt: FAILED with ``not_before = retry_at`` (epoch seconds),
-        or DEAD when ``retry_at`` is None.
+        or DEAD when ``retry_at`` is None (reason ``retries_exhausted`` or
+        ``not_retryable``).
 
         Returns:
             the new status, or None when the lease is gone.
@@ -143,13 +178,16 @@ class TaskStore(Protocol):
         ...
 
     def release(self, task_id: str, token: str) -> bool:
-        """Give an unfinished task back (graceful shutdown): PENDING, attempt not counted."""
+        """Give an unfinished task back (graceful shutdown): PENDING, a started attempt
+        not counted. False when the lease is gone."""
         ...
 
-    def reclaim_stale(self, stale_after_s: float) -> list[str]:
-        """Tasks held past ``stale_after_s`` seconds without a heartbeat go back to
-        PENDING (or DEAD once ``attempts >= max_attempts``: a poison task that kills its
-        worker every time stops there).
+    def reclaim_stale(self, *, holder_prefix: str | None = None) -> list[str]:
+        """Take back tasks whose holder is presumed dead: every lease that expired
+        (the store's clock), plus, with ``holder_prefix``, every task held by a worker
+        whose name starts with it (the caller knows those are dead, e.g. a job's own
+        earlier incarnation that it holds an exclusive lock against). See
+        :mod:`~foreperson.work.policy` for what a reclaim does.
 
         Returns:
             ids reclaimed.
@@ -157,8 +195,8 @@ class TaskStore(Protocol):
         ...
 
     def park_blocked(self) -> list[str]:
-        """Park DEAD every unfinished task that depends, directly or not, on a DEAD task,
-        with the reason. Returns the ids parked."""
+        """Park DEAD every unfinished task that depends, directly or not, on a DEAD task
+        (reason ``dependency_dead``). Returns the ids parked."""
         ...
 
     def retry_dead(self, ids: Sequence[str] | None = None) -> list[str]:
@@ -171,16 +209,31 @@ class TaskStore(Protocol):
         ...
 
     def claim_effect(self, key: str, task_id: str, token: str) -> bool:
-        """Record that the side effect ``key`` is being done by the current lease of
-        ``task_id``. True exactly once per key, and only while the lease is held."""
+        """Say that the current lease of ``task_id`` is doing the side effect ``key``.
+
+        At-least-once: True when the effect must be done now, i.e. it was never
+        claimed, or an earlier attempt claimed it and never marked it done (it may
+        have crashed before or after doing it: the receiver dedupes by ``key``).
+        False when it is done already, when this very attempt claimed it before, or
+        when the lease is gone.
+        """
+        ...
+
+    def effect_done(self, key: str, task_id: str, token: str) -> bool:
+        """Record that the side effect ``key`` is done: no later attempt does it again.
+        False when the lease is gone."""
+        ...
+
+    def finished_among(self, ids: Collection[str]) -> dict[str, Task]:
+        """The tasks among ``ids`` that are COMPLETED or DEAD, by id (for waiters)."""
         ...
 
     def mean_durations(self) -> dict[str, float]:
         """Mean seconds from start to finish of COMPLETED tasks, per kind."""
         ...
 
-    def stats(self) -> StoreStats:
-        """A snapshot for metrics."""
+    def stats(self, *, run_id: str | None = None) -> StoreStats:
+        """A snapshot for metrics: the whole store, or one run's tasks."""
         ...
 
     def close(self) -> None:
@@ -188,16 +241,81 @@ class TaskStore(Protocol):
         ...
 
 
-def validate_new_tasks(tasks: Sequence[Task], exists: Callable[[list[str]], set[str]]) -> None:
+@runtime_checkable
+class WakesOnWork(Protocol):
+    """A store that can tell an idle worker that work may be ready (PostgreSQL's
+    ``LISTEN``/``NOTIFY``) instead of leaving it to poll."""
+
+    def wait_for_work(self, kinds: Collection[str] | None = None,
+                      timeout_s: float = 1.0) -> bool:
+        """Block until a task of ``kinds`` may have become claimable, or ``timeout_s``
+        seconds. Returns True when woken, False on timeout."""
+        ...
+
+    def wait_for_finished(self, timeout_s: float = 1.0) -> bool:
+        """Block until an awaited task may have finished, or ``timeout_s`` seconds.
+        Returns True when woken, False on timeout."""
+        ...
+
+
+@runtime_checkable
+class BacksOffResources(Protocol):
+    """A store that limits shared resources across machines and can close one for a
+    while after a 429 (see :class:`~foreperson.errors.RateLimited`)."""
+
+    def back_off(self, task_id: str, token: str, resource: str | None,
+                 after_s: float) -> bool:
+        """Give the task back (attempt not counted) and close ``resource`` for
+        ``after_s`` seconds. False when the lease is gone."""
+        ...
+
+
+@runtime_checkable
+class TracksWorkers(Protocol):
+    """A store that records worker processes and their last heartbeat."""
+
+    def worker_seen(self, name: str, kinds: Collection[str] = (), concurrency: int = 1) -> None:
+        """Record that worker process ``name`` is alive."""
+        ...
+
+    def worker_gone(self, name: str) -> None:
+        """Forget worker process ``name`` (it stopped cleanly)."""
+        ...
+
+
+def same_task(stored: Task, new: Task) -> bool:
+    """Whether re-adding ``new`` over ``stored`` (same id) is the same work (kind and
+    payload equal), so skipping it is harmless."""
+    return stored.kind == new.kind and stored.payload == new.payload
+
+
+def conflicting_readd(stored: Task, new: Task) -> InvalidPlan:
+    """The error for an id re-added with other work."""
+    return InvalidPlan(
+        f"task {new.id!r} is already stored as another task (kind {stored.kind!r}, "
+        f"payload {_short(stored.payload)}) and was added again as kind {new.kind!r}, "
+        f"payload {_short(new.payload)}: give the new task another id", task_id=new.id)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def validate_new_tasks(tasks: Sequence[Task], exists: Callable[[list[str]], set[str]],
+                       stored: Mapping[str, Task] | None = None) -> None:
     """Checks every store runs before inserting a batch.
 
     Args:
         tasks: the batch.
         exists: given ids, returns those already stored.
+        stored: tasks already stored under ids of the batch, to refuse a re-add of an
+            id with other work (None: the store checks that itself).
 
     Raises:
         InvalidPlan: a malformed task, a duplicate id in the batch, a dependency that is
-            neither stored nor in the batch, or a cycle (found with :mod:`graphlib`).
+            neither stored nor in the batch, a cycle (found with :mod:`graphlib`), or an
+            id already stored with another kind or payload.
     """
     batch: dict[str, Task] = {}
     for task in tasks:
@@ -205,6 +323,9 @@ def validate_new_tasks(tasks: Sequence[Task], exists: Callable[[list[str]], set[
         if task.id in batch:
             raise InvalidPlan(f"task id {task.id!r} appears twice in one add", task_id=task.id)
         batch[task.id] = task
+        earlier = stored.get(task.id) if stored else None
+        if earlier is not None and not same_task(earlier, task):
+            raise conflicting_readd(earlier, task)
     outside = {d for t in tasks for d in t.depends_on if d not in batch}
     if outside:
         missing = outside - exists(sorted(outside))

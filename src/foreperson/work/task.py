@@ -73,6 +73,21 @@ class Task:
         errors: every failed attempt, ``{"attempt", "error", "at"}`` (``at`` in ISO 8601).
         lease_token: proof of the current claim; every write after a claim must carry
             it, so a worker that lost its lease can neither complete, fail nor heartbeat.
+        run_id: the run the task belongs to (a batch job, an agent run); None for work
+            outside any run. ``stats(run_id=)`` and ``finished(run_id=)`` scope to it.
+        parent_id: the task that submitted this one (a child task), or None.
+        reason: why the task is in its status, a :class:`~foreperson.work.policy.Reason`
+            code (``"dependency_dead"``, ``"retries_exhausted"``, ``"not_retryable"``,
+            ``"lease_expired"``, ``"released"``, ``"rate_limited"``, ``"retrying"``,
+            ``"revived"``), or None.
+        stale_after: this task's lease in seconds: a holder that does not heartbeat for
+            that long is presumed dead and the task is reclaimed (seed 000: three to five
+            times the p99 duration). None = its kind's default, else the claiming
+            worker's ``stale_after``.
+        lease_expires_at: when the current lease expires unless renewed by a heartbeat
+            (UTC; the store's clock), or None when nobody holds the task.
+        awaited: someone waits for this task's result (:meth:`Supervisor.submit`); a
+            store that can (PostgreSQL) notifies waiters in other processes when it ends.
     """
 
     kind: str
@@ -94,13 +109,20 @@ class Task:
     estimate_s: float | None = None
     errors: list[dict[str, Any]] = field(default_factory=list)
     lease_token: str | None = None
+    run_id: str | None = None
+    parent_id: str | None = None
+    reason: str | None = None
+    stale_after: float | None = None
+    lease_expires_at: datetime | None = None
+    awaited: bool = False
 
     def check(self) -> None:
         """Validate the record before it is stored.
 
         Raises:
             InvalidPlan: empty kind, a payload that is not a JSON object, a task that
-                depends on itself, max_attempts < 1, or a negative estimate.
+                depends on itself, max_attempts < 1, a negative estimate or a
+                ``stale_after`` that is not a positive number of seconds.
         """
         if not isinstance(self.kind, str) or not self.kind:
             raise InvalidPlan("task kind must be a non-empty string", task_id=self.id)
@@ -117,8 +139,13 @@ class Task:
             raise InvalidPlan(f"task {self.id} depends on itself", task_id=self.id)
         if self.max_attempts < 1:
             raise InvalidPlan(f"task {self.id}: max_attempts must be >= 1", task_id=self.id)
-        if self.estimate_s is not None and self.estimate_s < 0:
-            raise InvalidPlan(f"task {self.id}: estimate_s must be >= 0", task_id=self.id)
+        if self.estimate_s is not None and not self.estimate_s >= 0:
+            raise InvalidPlan(f"task {self.id}: estimate_s must be >= 0 seconds",
+                              task_id=self.id)
+        if self.stale_after is not None and not 0 < self.stale_after < 1e9:
+            raise InvalidPlan(f"task {self.id}: stale_after must be > 0 seconds (a lease a "
+                              "holder renews by heartbeating), got "
+                              f"{self.stale_after}", task_id=self.id)
 
     @property
     def claim_key(self) -> str:

@@ -12,22 +12,39 @@ import functools
 import inspect
 import json
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
+import anyio.from_thread
+import anyio.to_thread
 
-from ..errors import ConfigurationError, GiveUp, LeaseLost
-from .task import Task
+from ..errors import ConfigurationError, GiveUp, LeaseLost, RunError
+from .task import Status, Task
 
 if TYPE_CHECKING:
+    from .handles import TaskHandle
     from .store import TaskStore
     from .supervisor import Supervisor
 
-__all__ = ["TaskContext", "Worker", "checked_result", "current_task"]
+__all__ = ["TaskContext", "TaskRuntime", "Worker", "checked_result", "current_task"]
 
 TaskFn = Callable[[Task], Any] | Callable[[Task], Awaitable[Any]]
+
+
+class TaskRuntime(Protocol):
+    """What the run loop offers a running task (see :class:`TaskContext`)."""
+
+    async def submit_children(self, parent: Task, tasks: list[Task],
+                              context: TaskContext) -> list[TaskHandle]:
+        """Submit ``tasks`` as children of ``parent``; handles that lend its slot."""
+        ...
+
+    def lend(self, task: Task) -> AbstractContextManager[None]:
+        """While inside, ``task``'s worker slot serves other work."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -38,34 +55,58 @@ class TaskContext:
         task: the task, with its lease token.
         worker: the worker's name.
         store: the store holding the task.
+        runtime: the run loop running it (None under seed 000's threaded wiring, where
+            child tasks cannot be submitted).
     """
 
     task: Task
     worker: str
     store: TaskStore
+    runtime: TaskRuntime | None = None
+
+    def effect_key(self, name: str = "effect") -> str:
+        """The idempotency key of the side effect ``name`` of this task: the same on
+        every attempt and every reclaim (seed 000: "a claim key derived from the task
+        ID"). Give it to a receiver that dedupes (an ``Idempotency-Key`` header)."""
+        return f"{self.task.claim_key}:{name}"
 
     def once(self, name: str = "effect") -> bool:
-        """Claim the side effect ``name`` for this task: True exactly once per task and
-        name, across every attempt and reclaim, and only while this worker still holds
-        the lease (seed 000: "make the side effect conditional on a claim key derived
-        from the task ID"). Do the effect only when it returns True.
+        """Whether to do the side effect ``name`` now (seed 000: "make the side effect
+        conditional on a claim key derived from the task ID").
+
+        The guarantee is **at least once**, never zero: True when the effect was never
+        claimed, or an earlier attempt claimed it but did not mark it :meth:`done` (it
+        crashed, or its lease was taken, before or after doing it; only the receiver
+        can tell, so send :meth:`effect_key` with the effect and let it dedupe). False
+        when it is done, or this very attempt claimed it already. Call :meth:`done`
+        right after the effect succeeds; a task that COMPLETES never runs again, so its
+        effects need no more care.
 
         Returns:
-            True: do the effect now. False: it was claimed before (by an earlier attempt).
+            True: do the effect now (with :meth:`effect_key`). False: it is done.
 
         Raises:
-            LeaseLost: this worker no longer holds the task (it was reclaimed after
-                ``stale_after``, or finished elsewhere): stop, do nothing more.
+            LeaseLost: this worker no longer holds the task (it was reclaimed after its
+                lease expired, or finished elsewhere): stop, do nothing more.
             StoreError: the store failed.
         """
-        key = f"{self.task.claim_key}:{name}"
         token = self.task.lease_token or ""
-        if self.store.claim_effect(key, self.task.id, token):
+        if self.store.claim_effect(self.effect_key(name), self.task.id, token):
             return True
         if self.store.heartbeat({self.task.id: token}):      # the lease is gone
             raise LeaseLost(self.task.id)
         return False
 
+    def done(self, name: str = "effect") -> None:
+        """Record that the side effect ``name`` succeeded: no later attempt repeats it.
+
+        Raises:
+            LeaseLost: this worker no longer holds the task.
+            StoreError: the store failed.
+        """
+        if not self.store.effect_done(self.effect_key(name), self.task.id,
+                                      self.task.lease_token or ""):
+            raise LeaseLost(self.task.id)
 
     def dependency_results(self) -> dict[str, Any]:
         """Results of the tasks this one depends on, by id (all COMPLETED, or the task
@@ -80,7 +121,40 @@ class TaskContext:
             out[dep] = record.result if record is not None else None
         return out
 
+    async def submit(self, *tasks: Task) -> list[TaskHandle]:
+        """Submit child tasks into this task's run (``parent_id`` = this task) and get
+        their handles. Awaiting a handle lends this task's worker slot to other work
+        until the child finishes, so parents waiting on children never hold every
+        slot hostage (async task functions; a blocking one uses :meth:`submit_sync`).
 
+        Returns:
+            one :class:`~foreperson.work.handles.TaskHandle` per task, in order.
+
+        Raises:
+            RunError: the task is not run by :meth:`Supervisor.run` (seed 000's
+                threaded wiring cannot await children).
+            InvalidPlan: a kind no worker can do, an unknown dependency, a cycle.
+        """
+        if self.runtime is None:
+            raise RunError("child tasks can be submitted only from a task run by "
+                           "Supervisor.run() (or serving()), not by seed 000's "
+                           "dispatch_round() threads")
+        return await self.runtime.submit_children(self.task, list(tasks), self)
+
+    def submit_sync(self, *tasks: Task) -> list[TaskHandle]:
+        """:meth:`submit` from a blocking task function (it runs in a worker thread);
+        wait with ``handle.result_sync()``."""
+        return anyio.from_thread.run(lambda: self.submit(*tasks))
+
+    @contextmanager
+    def lending_slot(self) -> Iterator[None]:
+        """While inside, this task's worker slot serves other work (used by a child's
+        handle while its parent waits)."""
+        if self.runtime is None:
+            yield
+            return
+        with self.runtime.lend(self.task):
+            yield
 
 
 def checked_result(result: Any) -> Any:
@@ -185,15 +259,28 @@ class Worker:
     def _is_async(self) -> bool:
         return self.is_async
 
-    async def run_task(self, task: Task, store: TaskStore) -> Any:
+    async def run_task(self, task: Task, store: TaskStore, *,
+                       runtime: TaskRuntime | None = None) -> Any:
         """Execute ``task`` with :func:`current_task` set: async work on the loop,
-        blocking work in a thread (at most ``concurrency`` threads)."""
-        reset = _CURRENT.set(TaskContext(task, self.name, store))
+        blocking work in a thread (at most ``concurrency`` threads).
+
+        Raises:
+            TimeoutError: the attempt took longer than ``timeout_s`` (the message names
+                the bound).
+            Exception: what the work raised.
+        """
+        reset = _CURRENT.set(TaskContext(task, self.name, store, runtime))
         try:
             if self.timeout_s is None:
                 return checked_result(await self._run(task))
-            with anyio.fail_after(self.timeout_s):
-                return checked_result(await self._run(task))
+            try:
+                with anyio.fail_after(self.timeout_s):
+                    return checked_result(await self._run(task))
+            except TimeoutError as exc:
+                if str(exc):
+                    raise
+                raise TimeoutError(f"worker {self.name!r}: the attempt took longer than "
+                                   f"timeout_s={self.timeout_s:g} s") from None
         finally:
             _CURRENT.reset(reset)
 
@@ -223,7 +310,9 @@ class Worker:
     def _run_in_thread(self, task: Task) -> None:
         supervisor = self.supervisor
         assert supervisor is not None
-        supervisor.store.start(task.id, task.lease_token or "")
+        if supervisor.store.start(task.id, task.lease_token or ""):
+            task.status = Status.RUNNING
+            task.attempts += 1
         reset = _CURRENT.set(TaskContext(task, self.name, supervisor.store))
         try:
             if self.is_async:

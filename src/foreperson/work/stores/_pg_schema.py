@@ -28,13 +28,21 @@ Objects:
     side effects claimed once per key (``TaskContext.once``).
 ``workers`` (version 2)
     worker processes and their last heartbeat, for ``foreperson status``.
+``steps`` (version 3)
+    the step journal (:class:`foreperson.journal.Journal`): one row per journaled step
+    of a run, keyed by ``(run_id, key)``, first write wins.
+``fp_now(p)`` (version 3)
+    the clock of every statement: ``p`` (a test's fake time) or the server's
+    ``statement_timestamp()``.
 ``claim_tasks(...)``
     the claim: one statement that picks ready tasks ``FOR UPDATE SKIP LOCKED``, takes
     their lock slots and rate tokens, counts the attempt and draws a lease token.
 
 Notifications: inserting tasks, a task going back to PENDING, a slot being freed and a
 task with dependents completing each ``pg_notify`` the channel ``<schema>.ready`` with
-the kind (or kinds) concerned, so idle workers wake up instead of polling.
+the kind (or kinds) concerned, so idle workers wake up instead of polling. An awaited
+task (``Supervisor.submit``) that ends notifies ``<schema>.done`` with its id
+(version 3), so its waiter in another process wakes at once.
 """
 
 from __future__ import annotations
@@ -386,11 +394,83 @@ BEGIN
 END $$;
 """
 
+# -- version 3: runs, reason codes, per-task leases, effects at least once, the journal ---
+
+# ``fp_now(p)``: the one clock of every statement: the server's, or a test's fake time.
+_TABLES_V3 = r"""
+CREATE FUNCTION fp_now(p_now timestamptz) RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    SELECT coalesce(p_now, statement_timestamp())
+$$;
+
+ALTER TABLE tasks
+    ADD COLUMN run_id           text,
+    ADD COLUMN parent_id        text,
+    ADD COLUMN reason           text,
+    ADD COLUMN stale_after      double precision CHECK (stale_after IS NULL OR stale_after > 0),
+    ADD COLUMN lease_s          double precision,
+    ADD COLUMN lease_expires_at timestamptz,
+    ADD COLUMN awaited          boolean NOT NULL DEFAULT false;
+UPDATE tasks SET reason = 'dependency_dead' WHERE status = 'dead' AND error LIKE 'dependency %';
+UPDATE tasks SET lease_s = 90, lease_expires_at = heartbeat_at + interval '90 seconds'
+    WHERE status IN ('assigned', 'running');
+DROP INDEX tasks_active;
+CREATE INDEX tasks_active ON tasks (lease_expires_at) WHERE status IN ('assigned', 'running');
+CREATE INDEX tasks_run ON tasks (run_id, status) WHERE run_id IS NOT NULL;
+
+ALTER TABLE effects ADD COLUMN state text NOT NULL DEFAULT 'done'
+    CHECK (state IN ('claimed', 'done'));
+
+CREATE TABLE steps (
+    seq        bigint GENERATED ALWAYS AS IDENTITY,
+    run_id     text NOT NULL,
+    key        text NOT NULL,
+    kind       text NOT NULL,
+    version    integer NOT NULL,
+    digest     text NOT NULL,
+    result     jsonb NOT NULL,
+    created_at timestamptz NOT NULL,
+    PRIMARY KEY (run_id, key)
+);
+
+-- A waiter in another process learns that an awaited task ended (channel "<schema>.done").
+CREATE FUNCTION notify_finished() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify(TG_TABLE_SCHEMA || '.done', NEW.id);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER tasks_finished AFTER UPDATE OF status ON tasks
+    FOR EACH ROW
+    WHEN (NEW.awaited AND OLD.status IS DISTINCT FROM NEW.status
+          AND NEW.status IN ('completed', 'dead'))
+    EXECUTE FUNCTION notify_finished();
+
+DROP FUNCTION claim_tasks(text, text[], text[], integer, boolean, timestamptz);
+"""
+
+# The claim of version 3: as version 2, but the attempt is counted when the task starts
+# (``p_start``, or later by ``start``), and the lease (``lease_s`` seconds: the task's
+# own ``stale_after``, else ``p_lease``) is stored with its expiry.
+_CLAIM_V3 = _CLAIM_V2.replace(
+    "CREATE OR REPLACE FUNCTION claim_tasks(p_worker text, p_kinds text[], p_ids text[],\n"
+    "                                       p_limit integer, p_start boolean, p_now timestamptz)",
+    "CREATE FUNCTION claim_tasks(p_worker text, p_kinds text[], p_ids text[],\n"
+    "                            p_limit integer, p_start boolean, p_now timestamptz,\n"
+    "                            p_lease double precision)").replace(
+    """        attempts = t.attempts + 1,
+        heartbeat_at = v_now,""",
+    """        attempts = t.attempts + CASE WHEN p_start THEN 1 ELSE 0 END,
+        heartbeat_at = v_now,
+        lease_s = coalesce(t.stale_after, p_lease),
+        lease_expires_at = v_now + make_interval(secs => coalesce(t.stale_after, p_lease)),""")
+assert "p_lease double precision" in _CLAIM_V3 and "lease_expires_at = v_now" in _CLAIM_V3
+
 MIGRATIONS: list[str] = [
     # 0 -> 1
     _MIGRATIONS_TABLE + _TABLES_V1 + _NOTIFY_V1 + _CLAIM_V1,
     # 1 -> 2
     _TABLES_V2 + _HELPERS_V2 + _CLAIM_V2,
+    # 2 -> 3
+    _TABLES_V3 + _CLAIM_V3,
 ]
 """``MIGRATIONS[i]`` brings a schema from version ``i`` to ``i + 1``. Never edit one
 that has been released: add a new one (and update ``FRESH``)."""
@@ -398,6 +478,6 @@ that has been released: add a new one (and update ``FRESH``)."""
 LATEST = len(MIGRATIONS)
 """The schema version this foreperson writes."""
 
-FRESH = (_MIGRATIONS_TABLE + _TABLES_V1 + _TABLES_V2 + _NOTIFY_V1 + _HELPERS_V2
-         + _CLAIM_V2.replace("CREATE OR REPLACE FUNCTION", "CREATE FUNCTION", 1))
-"""The whole current schema for a new database (version ``LATEST``)."""
+FRESH = "\n".join(MIGRATIONS)
+"""The whole current schema for a new database (version ``LATEST``): every migration in
+order, in one transaction."""

@@ -8,9 +8,11 @@ import threading
 import uuid
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from typing import Any
 
 from ...journal import Step, check_version
+from ..policy import EFFECT_CLAIMED, EFFECT_DONE, Reason, dead_reason, lease_expired_error
 from ..store import StoreStats, validate_new_tasks
 from ..task import Clock, Status, SystemClock, Task, from_epoch
 
@@ -20,9 +22,11 @@ _CLAIMABLE = (Status.PENDING, Status.FAILED)
 
 
 class MemoryStore:
-    """A :class:`~foreperson.work.store.TaskStore` held in a dict, guarded by a lock.
+    """A :class:`~foreperson.work.store.TaskStore` (and
+    :class:`~foreperson.journal.Journal`) held in dicts, guarded by a lock.
 
     Safe for many threads of one process; everything is lost when the process exits.
+    Status transitions follow :mod:`foreperson.work.policy`.
 
     Args:
         clock: source of time (a :class:`~foreperson.testing.ManualClock` in tests).
@@ -31,15 +35,19 @@ class MemoryStore:
     def __init__(self, *, clock: Clock | None = None) -> None:
         self.clock = clock or SystemClock()
         self._tasks: dict[str, Task] = {}
+        self._lease_s: dict[str, float] = {}    # task id -> seconds of its current lease
+        self._dependents: dict[str, list[str]] = {}
         self._held: dict[str, str] = {}       # lock name -> task id
-        self._effects: set[str] = set()
+        self._effects: dict[str, tuple[str, str, str]] = {}   # key -> (task, token, state)
         self._steps: dict[str, dict[str, Step]] = {}     # run id -> key -> step
         self._step_seq = 0
         self._lock = threading.RLock()
 
     # -- helpers ---------------------------------------------------------------
-    def _now(self):
-        return from_epoch(self.clock.now())
+    def _now(self) -> datetime:
+        now = from_epoch(self.clock.now())
+        assert now is not None
+        return now
 
     def _holds(self, task_id: str, token: str) -> Task | None:
         task = self._tasks.get(task_id)
@@ -47,7 +55,7 @@ class MemoryStore:
             return None
         return task
 
-    def _is_ready(self, task: Task, now) -> bool:
+    def _is_ready(self, task: Task, now: datetime) -> bool:
         if task.status not in _CLAIMABLE:
             return False
         if task.not_before is not None and task.not_before > now:
@@ -65,6 +73,11 @@ class MemoryStore:
         self._release_locks(task)
         task.lease_token = None
         task.assigned_to = None
+        task.lease_expires_at = None
+
+    def _record_error(self, task: Task, error: str, now: datetime) -> None:
+        task.error = error
+        task.errors.append({"attempt": task.attempts, "error": error, "at": now.isoformat()})
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -76,7 +89,8 @@ class MemoryStore:
     def add(self, tasks: Sequence[Task]) -> list[str]:
         """See :meth:`TaskStore.add`."""
         with self._lock:
-            validate_new_tasks(tasks, lambda ids: {i for i in ids if i in self._tasks})
+            validate_new_tasks(tasks, lambda ids: {i for i in ids if i in self._tasks},
+                               self._tasks)
             now = self._now()
             added = []
             for task in tasks:
@@ -85,7 +99,11 @@ class MemoryStore:
                 stored = copy.deepcopy(task)
                 stored.status = Status.PENDING
                 stored.created_at = stored.created_at or now
+                stored.assigned_to = stored.lease_token = stored.reason = None
+                stored.attempts = 0
                 self._tasks[stored.id] = stored
+                for dep in dict.fromkeys(stored.depends_on):
+                    self._dependents.setdefault(dep, []).append(stored.id)
                 added.append(stored.id)
             return added
 
@@ -96,11 +114,12 @@ class MemoryStore:
             return copy.deepcopy(task) if task else None
 
     def list_tasks(self, status: Status | None = None, kind: str | None = None,
-                   limit: int | None = None) -> list[Task]:
+                   limit: int | None = None, *, run_id: str | None = None) -> list[Task]:
         """See :meth:`TaskStore.list_tasks`."""
         with self._lock:
             out = [copy.deepcopy(t) for t in self._tasks.values()
-                   if (status is None or t.status is status) and (kind is None or t.kind == kind)]
+                   if (status is None or t.status is status) and (kind is None or t.kind == kind)
+                   and (run_id is None or t.run_id == run_id)]
             return out if limit is None else out[:limit]
 
     def ready(self, kinds: Collection[str], limit: int) -> list[Task]:
@@ -115,7 +134,8 @@ class MemoryStore:
                     out.append(copy.deepcopy(task))
             return out
 
-    def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool = False) -> list[Task]:
+    def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool = False,
+               lease_s: float = 90.0) -> list[Task]:
         """See :meth:`TaskStore.assign`."""
         with self._lock:
             now = self._now()
@@ -126,21 +146,25 @@ class MemoryStore:
                     continue
                 for lock in task.locks:
                     self._held[lock] = task.id
+                lease = task.stale_after or lease_s
+                self._lease_s[task.id] = lease
                 task.status = Status.RUNNING if start else Status.ASSIGNED
                 if start:
                     task.started_at = now
+                    task.attempts += 1
                 task.assigned_to = worker
-                task.attempts += 1
                 task.heartbeat_at = now
+                task.lease_expires_at = now + timedelta(seconds=lease)
                 task.lease_token = uuid.uuid4().hex
                 out.append(copy.deepcopy(task))
             return out
 
     def claim(self, worker: str, kinds: Collection[str], limit: int, *,
-              start: bool = False) -> list[Task]:
+              start: bool = False, lease_s: float = 90.0) -> list[Task]:
         """See :meth:`TaskStore.claim`."""
         with self._lock:
-            return self.assign([(t.id, worker) for t in self.ready(kinds, limit)], start=start)
+            return self.assign([(t.id, worker) for t in self.ready(kinds, limit)],
+                               start=start, lease_s=lease_s)
 
     def start(self, task_id: str, token: str) -> bool:
         """See :meth:`TaskStore.start`."""
@@ -148,22 +172,21 @@ class MemoryStore:
             task = self._holds(task_id, token)
             if task is None:
                 return False
+            if task.status is Status.ASSIGNED:
+                task.attempts += 1
             task.status = Status.RUNNING
-            task.started_at = task.heartbeat_at = self._now()
+            task.started_at = task.heartbeat_at = now = self._now()
+            task.lease_expires_at = now + timedelta(seconds=self._lease_s[task.id])
             return True
 
     def start_many(self, leases: Mapping[str, str]) -> set[str]:
-        """Mark many held tasks RUNNING; returns the ids whose lease is gone."""
+        """See :meth:`TaskStore.start_many`."""
         with self._lock:
             return {task_id for task_id, token in leases.items()
                     if not self.start(task_id, token)}
 
     def complete_many(self, items: Sequence[tuple[str, str, Any]]) -> set[str]:
-        """Complete many held tasks; returns the ids whose result was stored.
-
-        Raises:
-            TypeError: a result is not JSON-serialisable (nothing is stored).
-        """
+        """See :meth:`TaskStore.complete_many`."""
         with self._lock:
             for _, _, result in items:
                 json.dumps(result)
@@ -181,6 +204,7 @@ class MemoryStore:
                     lost.add(task_id)
                 else:
                     task.heartbeat_at = now
+                    task.lease_expires_at = now + timedelta(seconds=self._lease_s[task_id])
             return lost
 
     def complete(self, task_id: str, token: str, result: Any) -> bool:
@@ -190,12 +214,15 @@ class MemoryStore:
             if task is None:
                 return False
             encoded = json.dumps(result)      # TypeError for non-JSON, as every store
+            if task.status is Status.ASSIGNED:   # it ran without being marked started
+                task.attempts += 1
             task.status = Status.COMPLETED
             task.result = json.loads(encoded)
-            task.error = None
+            task.error = task.reason = None
             task.finished_at = self._now()
             self._release_locks(task)
             task.lease_token = None
+            task.lease_expires_at = None
             return True
 
     def fail(self, task_id: str, token: str, error: str, *,
@@ -206,14 +233,16 @@ class MemoryStore:
             if task is None:
                 return None
             now = self._now()
-            task.error = error
-            task.errors.append({"attempt": task.attempts, "error": error,
-                                "at": now.isoformat()})
+            if task.status is Status.ASSIGNED:   # it ran without being marked started
+                task.attempts += 1
+            self._record_error(task, error, now)
             if retry_at is None:
                 task.status = Status.DEAD
+                task.reason = dead_reason(task.attempts, task.max_attempts).value
                 task.finished_at = now
             else:
                 task.status = Status.FAILED
+                task.reason = Reason.RETRYING.value
                 task.not_before = from_epoch(retry_at)
             self._drop_lease(task)
             return task.status
@@ -224,76 +253,87 @@ class MemoryStore:
             task = self._holds(task_id, token)
             if task is None:
                 return False
-            task.status = Status.PENDING
-            task.attempts = max(0, task.attempts - 1)
-            self._drop_lease(task)
+            self._give_back(task, Reason.RELEASED)
             return True
 
-    def reclaim_stale(self, stale_after_s: float) -> list[str]:
+    def _give_back(self, task: Task, reason: Reason) -> None:
+        if task.status is Status.RUNNING:
+            task.attempts = max(0, task.attempts - 1)
+        task.status = Status.PENDING
+        task.reason = reason.value
+        self._drop_lease(task)
+
+    def reclaim_stale(self, *, holder_prefix: str | None = None) -> list[str]:
         """See :meth:`TaskStore.reclaim_stale`."""
         with self._lock:
             now = self._now()
             out = []
             for task in self._tasks.values():
-                if not task.status.active or task.heartbeat_at is None:
+                if not task.status.active:
                     continue
-                if (now - task.heartbeat_at).total_seconds() <= stale_after_s:
+                expired = task.lease_expires_at is not None and task.lease_expires_at < now
+                known_dead = (holder_prefix is not None and task.assigned_to is not None
+                              and task.assigned_to.startswith(holder_prefix))
+                if not (expired or known_dead):
                     continue
-                error = (f"worker {task.assigned_to} stopped heartbeating for more than "
-                         f"{stale_after_s:g} s (attempt {task.attempts})")
-                task.errors.append({"attempt": task.attempts, "error": error,
-                                    "at": now.isoformat()})
-                task.error = error
-                if task.attempts >= task.max_attempts:
-                    task.status = Status.DEAD
-                    task.finished_at = now
-                else:
-                    task.status = Status.PENDING
-                self._drop_lease(task)
+                self._reclaim(task, now)
                 out.append(task.id)
             return out
+
+    def _reclaim(self, task: Task, now: datetime) -> None:
+        if task.status is Status.RUNNING:
+            self._record_error(task, lease_expired_error(
+                task.assigned_to, self._lease_s.get(task.id, 0.0), task.attempts), now)
+            if task.attempts >= task.max_attempts:
+                task.status = Status.DEAD
+                task.reason = Reason.RETRIES_EXHAUSTED.value
+                task.finished_at = now
+                self._drop_lease(task)
+                return
+        task.status = Status.PENDING
+        task.reason = Reason.LEASE_EXPIRED.value
+        self._drop_lease(task)
 
     def park_blocked(self) -> list[str]:
         """See :meth:`TaskStore.park_blocked`."""
         with self._lock:
             now = self._now()
             parked: list[str] = []
-            changed = True
-            while changed:
-                changed = False
-                for task in self._tasks.values():
-                    if task.status.finished or task.status.active:
-                        continue
-                    dead = [d for d in task.depends_on if self._tasks[d].status is Status.DEAD]
-                    if dead:
-                        task.status = Status.DEAD
-                        task.error = f"dependency {dead[0]} is dead"
-                        task.finished_at = now
-                        parked.append(task.id)
-                        changed = True
+            frontier = [t.id for t in self._tasks.values() if t.status is Status.DEAD]
+            while frontier:
+                nxt = []
+                for dead_id in frontier:
+                    for child_id in self._dependents.get(dead_id, ()):
+                        child = self._tasks[child_id]
+                        if child.status not in _CLAIMABLE:
+                            continue
+                        child.status = Status.DEAD
+                        child.reason = Reason.DEPENDENCY_DEAD.value
+                        child.error = f"dependency {dead_id} is dead"
+                        child.finished_at = now
+                        parked.append(child_id)
+                        nxt.append(child_id)
+                frontier = nxt
             return parked
 
     def retry_dead(self, ids: Sequence[str] | None = None) -> list[str]:
         """See :meth:`TaskStore.retry_dead`."""
         with self._lock:
             if ids is None:
-                chosen = [t for t in self._tasks.values() if t.status is Status.DEAD]
+                revived = {t.id for t in self._tasks.values() if t.status is Status.DEAD}
             else:
-                chosen = [self._tasks[i] for i in ids
-                          if i in self._tasks and self._tasks[i].status is Status.DEAD]
-            revived = {t.id for t in chosen}
-            changed = True
-            while changed:     # dependents parked because of a revived task come back too
-                changed = False
-                for task in self._tasks.values():
-                    if (task.id not in revived and task.status is Status.DEAD
-                            and (task.error or "").startswith("dependency ")
-                            and revived & set(task.depends_on)):
-                        revived.add(task.id)
-                        changed = True
+                revived = {i for i in ids
+                           if i in self._tasks and self._tasks[i].status is Status.DEAD}
+            frontier = set(revived)
+            while frontier:     # dependents parked because of a revived task come back too
+                frontier = {c for d in frontier for c in self._dependents.get(d, ())
+                            if c not in revived and self._tasks[c].status is Status.DEAD
+                            and self._tasks[c].reason == Reason.DEPENDENCY_DEAD.value}
+                revived |= frontier
             for task_id in revived:
                 task = self._tasks[task_id]
                 task.status = Status.PENDING
+                task.reason = Reason.REVIVED.value
                 task.attempts = 0
                 task.not_before = None
                 task.finished_at = None
@@ -302,10 +342,27 @@ class MemoryStore:
     def claim_effect(self, key: str, task_id: str, token: str) -> bool:
         """See :meth:`TaskStore.claim_effect`."""
         with self._lock:
-            if self._holds(task_id, token) is None or key in self._effects:
+            if self._holds(task_id, token) is None:
                 return False
-            self._effects.add(key)
+            earlier = self._effects.get(key)
+            if earlier is not None and (earlier[2] == EFFECT_DONE or earlier[1] == token):
+                return False
+            self._effects[key] = (task_id, token, EFFECT_CLAIMED)
             return True
+
+    def effect_done(self, key: str, task_id: str, token: str) -> bool:
+        """See :meth:`TaskStore.effect_done`."""
+        with self._lock:
+            if self._holds(task_id, token) is None:
+                return False
+            self._effects[key] = (task_id, token, EFFECT_DONE)
+            return True
+
+    def finished_among(self, ids: Collection[str]) -> dict[str, Task]:
+        """See :meth:`TaskStore.finished_among`."""
+        with self._lock:
+            return {i: copy.deepcopy(t) for i in ids
+                    if (t := self._tasks.get(i)) is not None and t.status.finished}
 
     def mean_durations(self) -> dict[str, float]:
         """See :meth:`TaskStore.mean_durations`."""
@@ -318,17 +375,20 @@ class MemoryStore:
                     acc[1] += 1
             return {k: s / n for k, (s, n) in sums.items()}
 
-    def stats(self) -> StoreStats:
+    def stats(self, *, run_id: str | None = None) -> StoreStats:
         """See :meth:`TaskStore.stats`."""
         with self._lock:
             counts = {s: 0 for s in Status}
             active: dict[str, int] = {}
-            oldest = None
+            oldest: datetime | None = None
             for t in self._tasks.values():
+                if run_id is not None and t.run_id != run_id:
+                    continue
                 counts[t.status] += 1
                 if t.status.active and t.assigned_to:
                     active[t.assigned_to] = active.get(t.assigned_to, 0) + 1
-                if not t.status.finished and (oldest is None or t.created_at < oldest):
+                if not t.status.finished and t.created_at is not None and (
+                        oldest is None or t.created_at < oldest):
                     oldest = t.created_at
             return StoreStats(counts, active, oldest, self._now())
 

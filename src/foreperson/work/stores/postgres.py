@@ -49,14 +49,17 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigurationError, MissingDependency, StoreError
-from ..store import StoreStats, validate_new_tasks
+from ...journal import Step, check_version
+from ..policy import Reason
+from ..store import StoreStats, conflicting_readd, validate_new_tasks
 from ..task import Clock, Status, SystemClock, Task, from_epoch
+from ._pg_queries import Q
 from ._pg_schema import FRESH, LATEST, MIGRATIONS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -69,18 +72,6 @@ log = logging.getLogger("foreperson.store.postgres")
 DEFAULT_SCHEMA = "foreperson"
 """The PostgreSQL schema that holds foreperson's tables unless told otherwise (the
 ``FOREPERSON_PG_SCHEMA`` environment variable, or ``schema=``)."""
-
-_COLUMNS = ("id, kind, payload, status, assigned_to, attempts, max_attempts, result, error, "
-            "heartbeat_at, depends_on, locks, created_at, started_at, finished_at, not_before, "
-            "estimate_s, errors, lease_token, seq")
-
-# Every "now" in SQL: the database's clock, or the fake clock's time in tests.
-_NOW = "coalesce(%(now)s::timestamptz, statement_timestamp())"
-_ISO = (f"to_char(({_NOW}) AT TIME ZONE 'UTC', "
-        "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')")
-
-_FREE_SLOTS = "UPDATE lock_slots s SET task_id = NULL FROM {src} WHERE s.task_id = {src}.id"
-
 
 def _psycopg() -> Any:
     try:
@@ -100,15 +91,23 @@ def _utc(value: datetime | None) -> datetime | None:
 def _row_to_task(row: Sequence[Any]) -> Task:
     (id_, kind, payload, status, assigned_to, attempts, max_attempts, result, error,
      heartbeat_at, depends_on, locks, created_at, started_at, finished_at, not_before,
-     estimate_s, errors, lease_token, _seq) = row
+     estimate_s, errors, lease_token, run_id, parent_id, reason, stale_after,
+     lease_expires_at, awaited) = row[:25]
     return Task(
         kind=kind, payload=payload, id=id_, status=Status(status), assigned_to=assigned_to,
         attempts=attempts, max_attempts=max_attempts, result=result, error=error,
         heartbeat_at=_utc(heartbeat_at), depends_on=list(depends_on), locks=list(locks),
         created_at=_utc(created_at), started_at=_utc(started_at),
         finished_at=_utc(finished_at), not_before=_utc(not_before), estimate_s=estimate_s,
-        errors=list(errors), lease_token=lease_token,
+        errors=list(errors), lease_token=lease_token, run_id=run_id, parent_id=parent_id,
+        reason=reason, stale_after=stale_after, lease_expires_at=_utc(lease_expires_at),
+        awaited=bool(awaited),
     )
+
+
+def _row_to_step(row: Sequence[Any]) -> Step:
+    run_id, key, kind, digest, result, version, created_at, seq = row
+    return Step(run_id, key, kind, digest, result, version, _utc(created_at), seq)
 
 
 def migrate_schema(dsn: str, *, schema: str | None = None,
@@ -174,6 +173,61 @@ def _apply_migrations(cur: Any, schema: str, target: int | None) -> tuple[int, i
         cur.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (number + 1,))
         log.info("migrated schema %s to version %d", schema, number + 1)
     return version, target
+
+
+class _Listener:
+    """``LISTEN`` on one channel, on a connection of its own (opened on first use,
+    reopened after an error). One thread waits at a time."""
+
+    def __init__(self, store: PostgresStore, channel: str) -> None:
+        self._store = store
+        self.channel = channel
+        self._lock = threading.Lock()
+        self._conn: Any = None
+
+    def wait(self, timeout_s: float, wanted: Callable[[str], bool]) -> bool:
+        """Block until a notification whose payload ``wanted`` accepts, or ``timeout_s``
+        seconds; a connection error is logged and counts as a timeout."""
+        store = self._store
+        psycopg = store._psycopg
+        from psycopg import sql
+
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            try:
+                if self._conn is None or self._conn.closed:
+                    if store._closed:
+                        return False
+                    conn = psycopg.connect(store.dsn, autocommit=True,
+                                           connect_timeout=max(1, int(timeout_s)))
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                    self._conn = conn
+                    if store._closed:          # closed while connecting
+                        conn.close()
+                        return False
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    for note in self._conn.notifies(timeout=left, stop_after=1):
+                        if wanted(note.payload):
+                            return True
+            except psycopg.Error as exc:
+                if store._closed:              # close() ended the wait
+                    return False
+                log.warning("listening on %s failed (%s); will reconnect", self.channel, exc)
+                if self._conn is not None:
+                    self._conn.close()
+                self._conn = None
+                time.sleep(max(0.0, min(deadline - time.monotonic(), 1.0)))
+                return False
+
+    def close(self) -> None:
+        """Close the connection (ends a wait in progress)."""
+        conn = self._conn
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
 
 
 class ResourceLimit:
@@ -243,9 +297,9 @@ class PostgresStore:
         self._fake_clock = clock
         self.clock: Clock = clock or SystemClock()
         self._local = threading.local()
-        self._listen_lock = threading.Lock()
-        self._listen_conn: psycopg.Connection | None = None
         self._closed = False
+        self._ready = _Listener(self, self.channel)
+        self._done = _Listener(self, f"{self.schema}.done")
         self._psycopg = psycopg
         schema_name = self.schema
 
@@ -418,14 +472,21 @@ class PostgresStore:
         with self._cursor(transaction=True) as cur:
             return _apply_migrations(cur, self.schema, target)[1]
 
+    def _run(self, name: str, params: Mapping[str, Any], *,
+             transaction: bool = False) -> list[tuple[Any, ...]]:
+        """Run the named query ``name`` (one statement: its own transaction outside a
+        batch) and return its rows."""
+        with self._cursor(transaction=transaction) as cur:
+            cur.execute(Q[name], {"now": self._now(), **params})
+            return cur.fetchall() if cur.description is not None else []
+
     # -- contract --------------------------------------------------------------
     def add(self, tasks: Sequence[Task]) -> list[str]:
         """See :meth:`TaskStore.add`. One INSERT for the whole batch; ids already
-        stored are skipped (``ON CONFLICT DO NOTHING``), so concurrent adds of the same
-        deterministic ids from several machines are harmless."""
+        stored with the same work are skipped (``ON CONFLICT DO NOTHING``), so
+        concurrent adds of the same deterministic ids from several machines are harmless;
+        an id stored with other work makes the whole statement insert nothing."""
         tasks = list(tasks)
-        # One statement (its own transaction outside a batch). The existence check of
-        # outside dependencies may run first on its own: tasks are never deleted.
         with self._cursor(transaction=False) as cur:
             def exists(ids: list[str]) -> set[str]:
                 cur.execute("SELECT id FROM tasks WHERE id = ANY(%s)", (ids,))
@@ -434,64 +495,38 @@ class PostgresStore:
             validate_new_tasks(tasks, exists)
             if not tasks:
                 return []
-            cur.execute(
-                f"""
-                WITH new AS (
-                    SELECT * FROM unnest(%(ids)s::text[], %(kinds)s::text[],
-                        %(payloads)s::text[], %(max_attempts)s::int[], %(deps)s::text[],
-                        %(locks)s::text[], %(created)s::timestamptz[],
-                        %(not_before)s::timestamptz[], %(estimates)s::float8[])
-                        WITH ORDINALITY
-                        AS n(id, kind, payload, max_attempts, deps, locks, created_at,
-                             not_before, estimate_s, ord)
-                ), ins AS (
-                    INSERT INTO tasks (id, kind, payload, max_attempts, depends_on, locks,
-                                       created_at, not_before, estimate_s)
-                    SELECT n.id, n.kind, n.payload::jsonb, n.max_attempts,
-                           ARRAY(SELECT jsonb_array_elements_text(n.deps::jsonb)),
-                           ARRAY(SELECT jsonb_array_elements_text(n.locks::jsonb)),
-                           coalesce(n.created_at, {_NOW}), n.not_before, n.estimate_s
-                    FROM new n ORDER BY n.ord
-                    ON CONFLICT (id) DO NOTHING
-                    RETURNING id, seq, depends_on, locks
-                ), deps AS (
-                    INSERT INTO task_deps (task_id, dep_id)
-                    SELECT DISTINCT ins.id, d FROM ins, unnest(ins.depends_on) AS d
-                    ON CONFLICT DO NOTHING
-                ), slots AS (
-                    INSERT INTO lock_slots (name, slot)
-                    SELECT DISTINCT l, 0 FROM ins, unnest(ins.locks) AS l
-                    ON CONFLICT DO NOTHING
-                )
-                SELECT id FROM ins ORDER BY seq
-                """,
-                {"ids": [t.id for t in tasks], "kinds": [t.kind for t in tasks],
-                 "payloads": [json.dumps(t.payload) for t in tasks],
-                 "max_attempts": [t.max_attempts for t in tasks],
-                 "deps": [json.dumps(list(dict.fromkeys(t.depends_on))) for t in tasks],
-                 "locks": [json.dumps(list(dict.fromkeys(t.locks))) for t in tasks],
-                 "created": [t.created_at for t in tasks],
-                 "not_before": [t.not_before for t in tasks],
-                 "estimates": [t.estimate_s for t in tasks], "now": self._now()})
-            return [r[0] for r in cur.fetchall()]
+            cur.execute(Q["add"], {
+                "ids": [t.id for t in tasks], "kinds": [t.kind for t in tasks],
+                "payloads": [json.dumps(t.payload) for t in tasks],
+                "max_attempts": [t.max_attempts for t in tasks],
+                "deps": [json.dumps(list(dict.fromkeys(t.depends_on))) for t in tasks],
+                "locks": [json.dumps(list(dict.fromkeys(t.locks))) for t in tasks],
+                "created": [t.created_at for t in tasks],
+                "not_before": [t.not_before for t in tasks],
+                "estimates": [t.estimate_s for t in tasks],
+                "runs": [t.run_id for t in tasks], "parents": [t.parent_id for t in tasks],
+                "stale": [t.stale_after for t in tasks],
+                "awaited": [t.awaited for t in tasks], "now": self._now()})
+            rows = cur.fetchall()
+        conflicts = [r for r in rows if r[0] == "conflict"]
+        if conflicts:
+            _, task_id, kind, payload = conflicts[0]
+            new = next(t for t in tasks if t.id == task_id)
+            raise conflicting_readd(Task(kind, json.loads(payload), id=task_id), new)
+        return [r[1] for r in sorted((r for r in rows if r[0] == "inserted"),
+                                     key=lambda r: int(r[2]))]
 
     def get(self, task_id: str) -> Task | None:
         """See :meth:`TaskStore.get`."""
-        with self._cursor(transaction=False) as cur:
-            cur.execute(f"SELECT {_COLUMNS} FROM tasks WHERE id = %s", (task_id,))
-            row = cur.fetchone()
-        return _row_to_task(row) if row else None
+        rows = self._run("get", {"id": task_id})
+        return _row_to_task(rows[0]) if rows else None
 
     def list_tasks(self, status: Status | None = None, kind: str | None = None,
-                   limit: int | None = None) -> list[Task]:
+                   limit: int | None = None, *, run_id: str | None = None) -> list[Task]:
         """See :meth:`TaskStore.list_tasks`."""
-        with self._cursor(transaction=False) as cur:
-            cur.execute(
-                f"SELECT {_COLUMNS} FROM tasks WHERE (%(status)s::text IS NULL OR "
-                "status = %(status)s) AND (%(kind)s::text IS NULL OR kind = %(kind)s) "
-                "ORDER BY seq LIMIT %(limit)s",
-                {"status": status.value if status else None, "kind": kind, "limit": limit})
-            return [_row_to_task(r) for r in cur.fetchall()]
+        return [_row_to_task(r) for r in self._run("list", {
+            "status": status.value if status else None, "kind": kind, "run": run_id,
+            "limit": limit})]
 
     def ready(self, kinds: Collection[str], limit: int) -> list[Task]:
         """See :meth:`TaskStore.ready`. Runs the claim itself and rolls it back, so
@@ -502,15 +537,13 @@ class PostgresStore:
             return []
         with self._cursor(transaction=True) as cur:
             with cur.connection.transaction(force_rollback=True):
-                cur.execute("SELECT id FROM claim_tasks('', %(kinds)s, NULL, %(limit)s, "
-                            "false, %(now)s)",
-                            {"kinds": kinds, "limit": limit, "now": self._now()})
+                cur.execute(Q["ready"], {"kinds": kinds, "limit": limit, "now": self._now()})
                 ids = [r[0] for r in cur.fetchall()]
-            cur.execute(f"SELECT {_COLUMNS} FROM tasks WHERE id = ANY(%s) ORDER BY seq",
-                        (ids,))
+            cur.execute(Q["get_many"], {"ids": ids})
             return [_row_to_task(r) for r in cur.fetchall()]
 
-    def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool = False) -> list[Task]:
+    def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool = False,
+               lease_s: float = 90.0) -> list[Task]:
         """See :meth:`TaskStore.assign`."""
         if not pairs:
             return []
@@ -520,100 +553,60 @@ class PostgresStore:
         claimed: dict[str, Task] = {}
         with self._cursor(transaction=True) as cur:
             for worker, ids in by_worker.items():
-                cur.execute(f"SELECT {_COLUMNS} FROM claim_tasks(%(worker)s, NULL, %(ids)s, "
-                            "%(limit)s, %(start)s, %(now)s)",
-                            {"worker": worker, "ids": ids, "limit": len(ids), "start": start,
-                             "now": self._now()})
+                cur.execute(Q["claim"], {"worker": worker, "kinds": None, "ids": ids,
+                                         "limit": len(ids), "start": start,
+                                         "now": self._now(), "lease": float(lease_s)})
                 for row in cur.fetchall():
                     task = _row_to_task(row)
                     claimed[task.id] = task
         return [claimed[task_id] for task_id, _ in pairs if task_id in claimed]
 
     def claim(self, worker: str, kinds: Collection[str], limit: int, *,
-              start: bool = False) -> list[Task]:
+              start: bool = False, lease_s: float = 90.0) -> list[Task]:
         """See :meth:`TaskStore.claim`. One statement (``claim_tasks``): ready tasks of
         ``kinds`` in insertion order, ``FOR UPDATE SKIP LOCKED``, with their lock slots
-        and rate tokens taken, attempts counted and fresh lease tokens."""
+        and rate tokens taken and fresh lease tokens."""
         kinds = list(kinds)
         if not kinds or limit <= 0:
             return []
-        with self._cursor(transaction=False) as cur:
-            cur.execute(f"SELECT {_COLUMNS} FROM claim_tasks(%(worker)s, %(kinds)s, NULL, "
-                        "%(limit)s, %(start)s, %(now)s) ORDER BY seq",
-                        {"worker": worker, "kinds": kinds, "limit": limit, "start": start,
-                         "now": self._now()})
-            return [_row_to_task(r) for r in cur.fetchall()]
+        return [_row_to_task(r) for r in self._run("claim", {
+            "worker": worker, "kinds": kinds, "ids": None, "limit": limit, "start": start,
+            "lease": float(lease_s)})]
 
     def start(self, task_id: str, token: str) -> bool:
         """See :meth:`TaskStore.start`."""
-        with self._cursor(transaction=False) as cur:
-            cur.execute(f"UPDATE tasks SET status = 'running', started_at = {_NOW}, "
-                        f"heartbeat_at = {_NOW} WHERE id = %(id)s AND lease_token = %(token)s",
-                        {"id": task_id, "token": token, "now": self._now()})
-            return cur.rowcount == 1
+        return not self.start_many({task_id: token})
 
     def start_many(self, leases: Mapping[str, str]) -> set[str]:
-        """Mark many held tasks RUNNING in one statement (``{task_id: token}``).
-
-        Returns:
-            ids whose lease is gone.
-        """
+        """See :meth:`TaskStore.start_many`. One statement; rows locked in id order."""
         if not leases:
             return set()
-        with self._cursor(transaction=False) as cur:
-            cur.execute(
-                f"UPDATE tasks t SET status = 'running', started_at = {_NOW}, "
-                f"heartbeat_at = {_NOW} FROM unnest(%(ids)s::text[], %(tokens)s::text[]) "
-                "AS l(id, token) WHERE t.id = l.id AND t.lease_token = l.token "
-                "RETURNING t.id",
-                {"ids": list(leases), "tokens": list(leases.values()), "now": self._now()})
-            return set(leases) - {r[0] for r in cur.fetchall()}
+        rows = self._run("start", {"ids": list(leases), "tokens": list(leases.values())})
+        return set(leases) - {r[0] for r in rows}
 
     def heartbeat(self, leases: Mapping[str, str]) -> set[str]:
         """See :meth:`TaskStore.heartbeat`. One statement for every lease; the time
-        written is the server's."""
+        written is the server's. A row another transaction holds (its completion in
+        flight) is skipped, never waited for: heartbeats cannot deadlock with
+        completions."""
         if not leases:
             return set()
-        with self._cursor(transaction=False) as cur:
-            cur.execute(
-                f"UPDATE tasks t SET heartbeat_at = {_NOW} "
-                "FROM unnest(%(ids)s::text[], %(tokens)s::text[]) AS l(id, token) "
-                "WHERE t.id = l.id AND t.lease_token = l.token RETURNING t.id",
-                {"ids": list(leases), "tokens": list(leases.values()), "now": self._now()})
-            return set(leases) - {r[0] for r in cur.fetchall()}
+        rows = self._run("heartbeat", {"ids": list(leases), "tokens": list(leases.values())})
+        return {r[0] for r in rows}
 
     def complete(self, task_id: str, token: str, result: Any) -> bool:
         """See :meth:`TaskStore.complete`."""
         return bool(self.complete_many([(task_id, token, result)]))
 
     def complete_many(self, items: Sequence[tuple[str, str, Any]]) -> set[str]:
-        """Complete many held tasks in one statement: ``[(task_id, token, result), …]``.
-
-        Returns:
-            ids whose result was stored (the others had lost their lease).
-
-        Raises:
-            TypeError: a result is not JSON-serialisable.
-        """
+        """See :meth:`TaskStore.complete_many`. One statement; rows locked in id order."""
         if not items:
             return set()
         results = [json.dumps(result) for _, _, result in items]
-        with self._cursor(transaction=False) as cur:
-            cur.execute(
-                f"""
-                WITH done AS (
-                    UPDATE tasks t SET status = 'completed', result = l.result::jsonb,
-                        error = NULL, finished_at = {_NOW}, lease_token = NULL
-                    FROM unnest(%(ids)s::text[], %(tokens)s::text[], %(results)s::text[])
-                        AS l(id, token, result)
-                    WHERE t.id = l.id AND t.lease_token = l.token
-                    RETURNING t.id
-                ), freed AS ({_FREE_SLOTS.format(src="done")})
-                SELECT id FROM done
-                """,
-                {"ids": [i for i, _, _ in items], "tokens": [t for _, t, _ in items],
-                 "results": results, "now": self._now()})
-            return {r[0] for r in cur.fetchall()}
+        ids = [i for i, _, _ in items]
+        rows = self._run("complete", {"ids": ids, "tokens": [t for _, t, _ in items],
+                                      "results": results})
+        return {r[0] for r in rows}
 
     def _delay_s(self, at: float) -> float:
         """Epoch seconds on the caller's clock -> seconds from now, so the server adds
@@ -626,39 +619,15 @@ class PostgresStore:
         caller's clock and added to the server's time."""
         status = Status.DEAD if retry_at is None else Status.FAILED
         delay = None if retry_at is None else self._delay_s(retry_at)
-        with self._cursor(transaction=False) as cur:
-            cur.execute(
-                f"""
-                WITH f AS (
-                    UPDATE tasks SET status = %(status)s, error = %(error)s,
-                        errors = errors || jsonb_build_array(jsonb_build_object(
-                            'attempt', attempts, 'error', %(error)s::text, 'at', {_ISO})),
-                        not_before = {_NOW} + make_interval(secs => %(delay)s::float8),
-                        finished_at = CASE WHEN %(status)s = 'dead' THEN {_NOW} END,
-                        lease_token = NULL, assigned_to = NULL
-                    WHERE id = %(id)s AND lease_token = %(token)s
-                    RETURNING id
-                ), freed AS ({_FREE_SLOTS.format(src="f")})
-                SELECT count(*) FROM f
-                """,
-                {"status": status.value, "error": error, "delay": delay, "id": task_id,
-                 "token": token, "now": self._now()})
-            return status if cur.fetchone()[0] == 1 else None  # type: ignore[index]
+        rows = self._run("fail", {"status": status.value, "error": error, "delay": delay,
+                                  "id": task_id, "token": token})
+        return status if rows[0][0] == 1 else None
 
     def release(self, task_id: str, token: str) -> bool:
         """See :meth:`TaskStore.release`."""
-        with self._cursor(transaction=False) as cur:
-            cur.execute(
-                f"""
-                WITH r AS (
-                    UPDATE tasks SET status = 'pending', attempts = greatest(0, attempts - 1),
-                        lease_token = NULL, assigned_to = NULL
-                    WHERE id = %(id)s AND lease_token = %(token)s
-                    RETURNING id
-                ), freed AS ({_FREE_SLOTS.format(src="r")})
-                SELECT count(*) FROM r
-                """, {"id": task_id, "token": token})
-            return cur.fetchone()[0] == 1  # type: ignore[index]
+        rows = self._run("release", {"reason": Reason.RELEASED.value, "id": task_id,
+                                     "token": token})
+        return bool(rows[0][0] == 1)
 
     def back_off(self, task_id: str, token: str, resource: str | None,
                  after_s: float) -> bool:
@@ -666,10 +635,11 @@ class PostgresStore:
         without counting the attempt, and keep every machine from claiming tasks that
         use the resource for ``after_s`` seconds.
 
-        The task goes back to PENDING (its locks freed, ``attempts`` one less, ``error``
-        saying why, ``not_before`` = now + ``after_s``); the rate bucket of ``resource``
-        (or, when None, of every rate-limited resource the task uses) is pushed so its
-        next token is free in ``after_s`` seconds, server time.
+        The task goes back to PENDING (reason ``rate_limited``, its locks freed, a
+        started attempt given back, ``error`` saying why, ``not_before`` = now +
+        ``after_s``); the rate bucket of ``resource`` (or, when None, of every
+        rate-limited resource the task uses) is pushed so its next token is free in
+        ``after_s`` seconds, server time.
 
         Args:
             task_id: the task.
@@ -681,86 +651,26 @@ class PostgresStore:
             False when the lease is gone (nothing changed).
         """
         after_s = max(0.0, float(after_s))
-        reason = (f"rate limited by {resource or 'a shared resource'}: "
-                  f"backing off {after_s:g} s (attempt not counted)")
-        with self._cursor(transaction=False) as cur:
-            cur.execute(
-                f"""
-                WITH b AS (
-                    UPDATE tasks SET status = 'pending', attempts = greatest(0, attempts - 1),
-                        lease_token = NULL, assigned_to = NULL, error = %(reason)s,
-                        not_before = {_NOW} + make_interval(secs => %(after)s::float8)
-                    WHERE id = %(id)s AND lease_token = %(token)s
-                    RETURNING id, kind, locks
-                ), freed AS ({_FREE_SLOTS.format(src="b")}
-                ), pushed AS (
-                    UPDATE limits l SET tat = greatest(l.tat, {_NOW} + make_interval(
-                        secs => %(after)s::float8 + (l.burst - 1) / l.rate_per_s))
-                    FROM b
-                    WHERE l.rate_per_s IS NOT NULL
-                      AND CASE WHEN %(resource)s::text IS NULL
-                               THEN l.name = ANY (b.locks || ('kind:' || b.kind))
-                               ELSE l.name = %(resource)s END
-                )
-                SELECT count(*) FROM b
-                """,
-                {"reason": reason, "after": after_s, "id": task_id, "token": token,
-                 "resource": resource, "now": self._now()})
-            return cur.fetchone()[0] == 1  # type: ignore[index]
+        message = (f"rate limited by {resource or 'a shared resource'}: "
+                   f"backing off {after_s:g} s (attempt not counted)")
+        rows = self._run("back_off", {"reason": Reason.RATE_LIMITED.value, "message": message,
+                                      "after": after_s, "id": task_id, "token": token,
+                                      "resource": resource})
+        return bool(rows[0][0] == 1)
 
-    def reclaim_stale(self, stale_after_s: float) -> list[str]:
-        """See :meth:`TaskStore.reclaim_stale`. Staleness is judged by the server's
-        clock; rows are picked ``FOR UPDATE SKIP LOCKED`` and updated only if still
-        stale, so any number of processes may sweep at once. Also forgets worker
-        processes not seen for a day."""
-        message = ("'worker ' || coalesce(t.assigned_to, '?') || "
-                   "' stopped heartbeating for more than ' || %(stale_txt)s || "
-                   "' s (attempt ' || t.attempts || ')'")
-        with self._cursor(transaction=False) as cur:
-            cur.execute(
-                f"""
-                WITH stale AS (
-                    SELECT id FROM tasks
-                    WHERE status IN ('assigned', 'running')
-                      AND heartbeat_at < {_NOW} - make_interval(secs => %(stale)s::float8)
-                    FOR UPDATE SKIP LOCKED
-                ), upd AS (
-                    UPDATE tasks t SET
-                        status = CASE WHEN t.attempts >= t.max_attempts THEN 'dead'
-                                      ELSE 'pending' END,
-                        error = {message},
-                        errors = t.errors || jsonb_build_array(jsonb_build_object(
-                            'attempt', t.attempts, 'error', {message}, 'at', {_ISO})),
-                        lease_token = NULL, assigned_to = NULL,
-                        finished_at = CASE WHEN t.attempts >= t.max_attempts THEN {_NOW} END
-                    FROM stale WHERE t.id = stale.id
-                    RETURNING t.id, t.seq
-                ), freed AS ({_FREE_SLOTS.format(src="upd")}
-                ), forgotten AS (
-                    DELETE FROM workers WHERE heartbeat_at < {_NOW} - interval '1 day'
-                )
-                SELECT id FROM upd ORDER BY seq
-                """,
-                {"stale": float(stale_after_s), "stale_txt": f"{stale_after_s:g}",
-                 "now": self._now()})
-            return [r[0] for r in cur.fetchall()]
+    def reclaim_stale(self, *, holder_prefix: str | None = None) -> list[str]:
+        """See :meth:`TaskStore.reclaim_stale`. Expiry is judged by the server's clock;
+        rows are picked ``FOR UPDATE SKIP LOCKED`` and updated only if still stale, so
+        any number of processes may sweep at once. Also forgets worker processes not
+        seen for a day."""
+        return [r[0] for r in self._run("reclaim", {"prefix": holder_prefix})]
 
     def park_blocked(self) -> list[str]:
         """See :meth:`TaskStore.park_blocked`."""
         parked: list[str] = []
         with self._cursor(transaction=True) as cur:
             while True:
-                cur.execute(
-                    f"""
-                    UPDATE tasks t SET status = 'dead', finished_at = {_NOW},
-                        error = 'dependency ' || b.dep_id || ' is dead'
-                    FROM (SELECT DISTINCT ON (d.task_id) d.task_id, d.dep_id
-                          FROM tasks p JOIN task_deps d ON d.dep_id = p.id
-                          WHERE p.status = 'dead'
-                          ORDER BY d.task_id, d.dep_id) AS b
-                    WHERE t.id = b.task_id AND t.status IN ('pending', 'failed')
-                    RETURNING t.id
-                    """, {"now": self._now()})
+                cur.execute(Q["park"], {"now": self._now()})
                 rows = [r[0] for r in cur.fetchall()]
                 if not rows:
                     return parked
@@ -768,79 +678,39 @@ class PostgresStore:
 
     def retry_dead(self, ids: Sequence[str] | None = None) -> list[str]:
         """See :meth:`TaskStore.retry_dead`."""
-        with self._cursor(transaction=False) as cur:
-            cur.execute(
-                """
-                WITH RECURSIVE chosen(id) AS (
-                    SELECT id FROM tasks
-                    WHERE status = 'dead' AND (%(ids)s::text[] IS NULL OR id = ANY (%(ids)s))
-                    UNION
-                    SELECT t.id FROM chosen c
-                    JOIN task_deps d ON d.dep_id = c.id
-                    JOIN tasks t ON t.id = d.task_id
-                    WHERE t.status = 'dead' AND t.error LIKE 'dependency %%'
-                ), upd AS (
-                    UPDATE tasks t SET status = 'pending', attempts = 0, not_before = NULL,
-                        finished_at = NULL
-                    FROM chosen c WHERE t.id = c.id
-                    RETURNING t.id, t.seq
-                )
-                SELECT id FROM upd ORDER BY seq
-                """, {"ids": None if ids is None else list(ids)})
-            return [r[0] for r in cur.fetchall()]
+        return [r[0] for r in self._run("revive", {"ids": None if ids is None else list(ids)})]
 
     def claim_effect(self, key: str, task_id: str, token: str) -> bool:
         """See :meth:`TaskStore.claim_effect`. The task row is share-locked while the
         effect is recorded, so a concurrent reclaim either happens first (and this call
         returns False) or waits until the effect is committed."""
-        with self._cursor(transaction=False) as cur:
-            cur.execute(
-                f"""
-                INSERT INTO effects (key, task_id, lease_token, created_at)
-                SELECT %(key)s, t.id, t.lease_token, {_NOW} FROM tasks t
-                WHERE t.id = %(id)s AND t.lease_token = %(token)s
-                  AND t.status IN ('assigned', 'running')
-                FOR SHARE
-                ON CONFLICT (key) DO NOTHING
-                RETURNING key
-                """, {"key": key, "id": task_id, "token": token, "now": self._now()})
-            return cur.fetchone() is not None
+        return bool(self._run("effect_claim", {"key": key, "id": task_id, "token": token}))
+
+    def effect_done(self, key: str, task_id: str, token: str) -> bool:
+        """See :meth:`TaskStore.effect_done`."""
+        return bool(self._run("effect_done", {"key": key, "id": task_id, "token": token}))
+
+    def finished_among(self, ids: Collection[str]) -> dict[str, Task]:
+        """See :meth:`TaskStore.finished_among`."""
+        return {r[0]: _row_to_task(r) for r in self._run("finished_among", {"ids": list(ids)})}
 
     def mean_durations(self) -> dict[str, float]:
         """See :meth:`TaskStore.mean_durations`."""
-        with self._cursor(transaction=False) as cur:
-            cur.execute("SELECT kind, avg(extract(epoch FROM finished_at - started_at)) "
-                        "FROM tasks WHERE status = 'completed' AND started_at IS NOT NULL "
-                        "GROUP BY kind")
-            return {kind: float(mean) for kind, mean in cur.fetchall() if mean is not None}
+        return {kind: float(mean) for kind, mean in self._run("mean_durations", {})
+                if mean is not None}
 
-    def stats(self) -> StoreStats:
+    def stats(self, *, run_id: str | None = None) -> StoreStats:
         """See :meth:`TaskStore.stats`. ``workers`` holds every worker process that
         registered with :meth:`worker_seen` (``foreperson worker`` does), with its last
         heartbeat; ``now`` is the server's clock."""
-        with self._cursor(transaction=False) as cur:
-            cur.execute(
-                f"""
-                SELECT
-                  (SELECT coalesce(jsonb_object_agg(status, n), '{{}}')
-                   FROM (SELECT status, count(*) AS n FROM tasks GROUP BY status) s),
-                  (SELECT coalesce(jsonb_object_agg(assigned_to, n), '{{}}')
-                   FROM (SELECT assigned_to, count(*) AS n FROM tasks
-                         WHERE status IN ('assigned', 'running') AND assigned_to IS NOT NULL
-                         GROUP BY assigned_to) a),
-                  (SELECT min(created_at) FROM tasks
-                   WHERE status IN ('pending', 'assigned', 'running', 'failed')),
-                  {_NOW},
-                  (SELECT coalesce(jsonb_object_agg(name, extract(epoch FROM heartbeat_at)),
-                                   '{{}}') FROM workers)
-                """, {"now": self._now()})
-            counts_raw, active, oldest, now, workers = cur.fetchone()  # type: ignore[misc]
+        ((counts_raw, active, oldest, now, workers),) = self._run("stats", {"run": run_id})
         counts = {s: 0 for s in Status}
         for status, n in counts_raw.items():
             counts[Status(status)] = int(n)
+        seen = {k: from_epoch(float(v)) for k, v in workers.items()}
         return StoreStats(counts, {k: int(v) for k, v in active.items()}, _utc(oldest),
-                          _utc(now),  # type: ignore[arg-type]
-                          {k: from_epoch(float(v)) for k, v in workers.items()})  # type: ignore[misc]
+                          _utc(now) or datetime.now(UTC),
+                          {k: v for k, v in seen.items() if v is not None})
 
     # -- worker processes --------------------------------------------------------
     def worker_seen(self, name: str, kinds: Collection[str] = (), concurrency: int = 1) -> None:
@@ -852,19 +722,33 @@ class PostgresStore:
             kinds: kinds it claims.
             concurrency: tasks it runs at once.
         """
-        with self._cursor(transaction=False) as cur:
-            cur.execute(
-                f"INSERT INTO workers (name, kinds, concurrency, started_at, heartbeat_at) "
-                f"VALUES (%(name)s, %(kinds)s, %(concurrency)s, {_NOW}, {_NOW}) "
-                "ON CONFLICT (name) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at, "
-                "kinds = EXCLUDED.kinds, concurrency = EXCLUDED.concurrency",
-                {"name": name, "kinds": sorted(kinds), "concurrency": concurrency,
-                 "now": self._now()})
+        self._run("worker_seen", {"name": name, "kinds": sorted(kinds),
+                                  "concurrency": concurrency})
 
     def worker_gone(self, name: str) -> None:
         """Forget worker process ``name`` (it stopped cleanly)."""
-        with self._cursor(transaction=False) as cur:
-            cur.execute("DELETE FROM workers WHERE name = %s", (name,))
+        self._run("worker_gone", {"name": name})
+
+    # -- journal ---------------------------------------------------------------
+    def get_step(self, run_id: str, key: str) -> Step | None:
+        """See :meth:`foreperson.journal.Journal.get_step`."""
+        rows = self._run("step_get", {"run_id": run_id, "key": key})
+        return check_version(_row_to_step(rows[0])) if rows else None
+
+    def put_step(self, step: Step) -> Step:
+        """See :meth:`foreperson.journal.Journal.put_step`. One statement; first write
+        wins across every process."""
+        result = json.dumps(step.result, allow_nan=False)
+        ((fresh, *row),) = self._run("step_put", {
+            "run_id": step.run_id, "key": step.key, "kind": step.kind,
+            "version": step.version, "digest": step.digest, "result": result})
+        stored = _row_to_step(tuple(row))
+        return stored if fresh else check_version(stored)
+
+    def list_steps(self, run_id: str) -> list[Step]:
+        """See :meth:`foreperson.journal.Journal.list_steps`."""
+        return [check_version(_row_to_step(r)) for r in self._run("step_list",
+                                                                 {"run_id": run_id})]
 
     # -- limits ----------------------------------------------------------------
     def set_limit(self, name: str, *, max_active: int | None = None,
@@ -937,40 +821,18 @@ class PostgresStore:
         Returns:
             True when woken by a notification, False on timeout.
         """
-        psycopg = self._psycopg
-        from psycopg import sql
-
         wanted = None if kinds is None else set(kinds)
-        deadline = time.monotonic() + timeout_s
-        with self._listen_lock:
-            try:
-                if self._listen_conn is None or self._listen_conn.closed:
-                    if self._closed:
-                        return False
-                    conn = psycopg.connect(self.dsn, autocommit=True,
-                                           connect_timeout=max(1, int(timeout_s)))
-                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
-                    self._listen_conn = conn
-                    if self._closed:          # closed while connecting
-                        conn.close()
-                        return False
-                while True:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        return False
-                    for note in self._listen_conn.notifies(timeout=left, stop_after=1):
-                        if (not note.payload or wanted is None
-                                or wanted & set(note.payload.split(","))):
-                            return True
-            except psycopg.Error as exc:
-                if self._closed:              # close() ended the wait
-                    return False
-                log.warning("listening for new tasks failed (%s); will reconnect", exc)
-                if self._listen_conn is not None:
-                    self._listen_conn.close()
-                self._listen_conn = None
-                time.sleep(max(0.0, min(deadline - time.monotonic(), 1.0)))
-                return False
+        return self._ready.wait(timeout_s, lambda payload: (
+            not payload or wanted is None or bool(wanted & set(payload.split(",")))))
+
+    def wait_for_finished(self, timeout_s: float = 1.0) -> bool:
+        """Block until an awaited task (``Task.awaited``) ended, in any process, or
+        ``timeout_s`` seconds: the channel ``<schema>.done``, on a connection of its own.
+
+        Returns:
+            True when woken by a notification, False on timeout.
+        """
+        return self._done.wait(timeout_s, lambda payload: True)
 
     # -- life cycle ------------------------------------------------------------
     def close(self) -> None:
@@ -979,10 +841,8 @@ class PostgresStore:
             return
         self._closed = True
         self._pool.close()
-        conn = self._listen_conn
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
+        self._ready.close()
+        self._done.close()
 
     def __enter__(self) -> PostgresStore:
         return self

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigurationError, StoreError
+from ...journal import Step, check_version
+from ..policy import EFFECT_CLAIMED, EFFECT_DONE, Reason
 from ..store import StoreStats, validate_new_tasks
 from ..task import Clock, Status, SystemClock, Task, from_epoch, to_epoch
 
@@ -74,9 +76,41 @@ MIGRATIONS: list[str] = [
     """,
 ]
 
+MIGRATIONS.append(
+    # 1 -> 2: runs, reason codes, per-task leases, at-least-once effects, the step journal
+    """
+    ALTER TABLE tasks ADD COLUMN run_id TEXT;
+    ALTER TABLE tasks ADD COLUMN parent_id TEXT;
+    ALTER TABLE tasks ADD COLUMN reason TEXT;
+    ALTER TABLE tasks ADD COLUMN stale_after REAL;
+    ALTER TABLE tasks ADD COLUMN lease_s REAL;
+    ALTER TABLE tasks ADD COLUMN lease_expires_at REAL;
+    ALTER TABLE tasks ADD COLUMN awaited INTEGER NOT NULL DEFAULT 0;
+    UPDATE tasks SET reason = 'dependency_dead' WHERE status = 'dead' AND error LIKE 'dependency %';
+    UPDATE tasks SET lease_s = 90.0, lease_expires_at = heartbeat_at + 90.0
+        WHERE status IN ('assigned', 'running');
+    DROP INDEX tasks_active;
+    CREATE INDEX tasks_active ON tasks (lease_expires_at) WHERE status IN ('assigned', 'running');
+    CREATE INDEX tasks_run ON tasks (run_id, status) WHERE run_id IS NOT NULL;
+    ALTER TABLE effects ADD COLUMN lease_token TEXT;
+    ALTER TABLE effects ADD COLUMN state TEXT NOT NULL DEFAULT 'done';
+    CREATE TABLE steps (
+        seq        INTEGER PRIMARY KEY,
+        run_id     TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        kind       TEXT NOT NULL,
+        version    INTEGER NOT NULL,
+        digest     TEXT NOT NULL,
+        result     TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        UNIQUE (run_id, key)
+    );
+    """)
+
 _COLUMNS = ("id, kind, payload, status, assigned_to, attempts, max_attempts, result, error, "
             "heartbeat_at, depends_on, locks, created_at, started_at, finished_at, not_before, "
-            "estimate_s, errors, lease_token")
+            "estimate_s, errors, lease_token, run_id, parent_id, reason, stale_after, "
+            "lease_expires_at, awaited")
 
 _READY = """
     t.status IN ('pending', 'failed')
@@ -87,20 +121,128 @@ _READY = """
                     WHERE l.task_id = t.id)
 """
 
-_READY_AT_2 = _READY.replace(":now", "?2")   # the same test, with the time as parameter 2
+# Named queries. Parameters are named (:now, :id …) unless a query builds a VALUES list.
+Q = {
+    "insert": f"""
+        INSERT INTO tasks ({_COLUMNS}) VALUES
+        (:id, :kind, :payload, 'pending', NULL, 0, :max_attempts, NULL, NULL, NULL, :depends_on,
+         :locks, :created_at, NULL, NULL, :not_before, :estimate_s, '[]', NULL, :run_id,
+         :parent_id, NULL, :stale_after, NULL, :awaited)""",
+    "take_one": f"""
+        UPDATE tasks AS t SET status = :status, assigned_to = :worker,
+            attempts = attempts + (:status = 'running'), heartbeat_at = :now,
+            lease_token = :token,
+            lease_s = coalesce(t.stale_after, :lease), lease_expires_at =
+                :now + coalesce(t.stale_after, :lease),
+            started_at = CASE WHEN :status = 'running' THEN :now ELSE started_at END
+        WHERE t.id = :id AND {_READY} RETURNING {_COLUMNS}""",
+    "start": """
+        UPDATE tasks SET status = 'running', started_at = :now, heartbeat_at = :now,
+            attempts = attempts + (status = 'assigned'), lease_expires_at = :now + lease_s
+        WHERE id = :id AND lease_token = :token""",
+    "heartbeat": """
+        UPDATE tasks SET heartbeat_at = :now, lease_expires_at = :now + lease_s
+        WHERE id = :id AND lease_token = :token""",
+    "complete": """
+        UPDATE tasks SET status = 'completed', result = :result, error = NULL, reason = NULL,
+            finished_at = :now, lease_token = NULL, lease_expires_at = NULL,
+            attempts = attempts + (status = 'assigned')
+        WHERE id = :id AND lease_token = :token RETURNING locks""",
+    "fail": """
+        UPDATE tasks SET
+            attempts = attempts + (status = 'assigned'),
+            status = CASE WHEN :retry_at IS NULL THEN 'dead' ELSE 'failed' END,
+            reason = CASE WHEN :retry_at IS NOT NULL THEN 'retrying'
+                          WHEN attempts + (status = 'assigned') >= max_attempts
+                          THEN 'retries_exhausted' ELSE 'not_retryable' END,
+            error = :error,
+            errors = json_insert(errors, '$[#]', json_object(
+                'attempt', attempts + (status = 'assigned'), 'error', :error, 'at', :at)),
+            not_before = :retry_at,
+            finished_at = CASE WHEN :retry_at IS NULL THEN :now END,
+            lease_token = NULL, assigned_to = NULL, lease_expires_at = NULL
+        WHERE id = :id AND lease_token = :token RETURNING status""",
+    "release": """
+        UPDATE tasks SET status = 'pending', reason = :reason,
+            attempts = MAX(0, attempts - (status = 'running')),
+            lease_token = NULL, assigned_to = NULL, lease_expires_at = NULL
+        WHERE id = :id AND lease_token = :token""",
+    "free_locks": "DELETE FROM held_locks WHERE task_id = :id",
+    "reclaim": """
+        UPDATE tasks SET
+            errors = CASE WHEN status = 'running' THEN json_insert(errors, '$[#]', json_object(
+                'attempt', attempts, 'error', 'worker ' || coalesce(assigned_to, '?') ||
+                ' stopped heartbeating: its lease of ' || printf('%g', lease_s) ||
+                ' s expired during attempt ' || attempts, 'at', :at)) ELSE errors END,
+            error = CASE WHEN status = 'running' THEN 'worker ' || coalesce(assigned_to, '?') ||
+                ' stopped heartbeating: its lease of ' || printf('%g', lease_s) ||
+                ' s expired during attempt ' || attempts ELSE error END,
+            finished_at = CASE WHEN status = 'running' AND attempts >= max_attempts
+                               THEN :now END,
+            reason = CASE WHEN status = 'running' AND attempts >= max_attempts
+                          THEN 'retries_exhausted' ELSE 'lease_expired' END,
+            status = CASE WHEN status = 'running' AND attempts >= max_attempts
+                          THEN 'dead' ELSE 'pending' END,
+            lease_token = NULL, assigned_to = NULL, lease_expires_at = NULL
+        WHERE status IN ('assigned', 'running')
+          AND (lease_expires_at < :now
+               OR (:prefix IS NOT NULL AND substr(assigned_to, 1, length(:prefix)) = :prefix))
+        RETURNING id, seq""",
+    "park": """
+        UPDATE tasks SET status = 'dead', finished_at = :now, reason = 'dependency_dead',
+            error = 'dependency ' || (SELECT d.dep_id FROM task_deps d JOIN tasks p
+                                      ON p.id = d.dep_id WHERE d.task_id = tasks.id
+                                      AND p.status = 'dead' LIMIT 1) || ' is dead'
+        WHERE status IN ('pending', 'failed') AND EXISTS (
+            SELECT 1 FROM task_deps d JOIN tasks p ON p.id = d.dep_id
+            WHERE d.task_id = tasks.id AND p.status = 'dead')
+        RETURNING id""",
+    "parked_dependents": """
+        SELECT t.id FROM task_deps d JOIN tasks t ON t.id = d.task_id
+        WHERE d.dep_id = :id AND t.status = 'dead' AND t.reason = 'dependency_dead'""",
+    "revive": """
+        UPDATE tasks SET status = 'pending', reason = 'revived', attempts = 0,
+            not_before = NULL, finished_at = NULL WHERE id = :id AND status = 'dead'""",
+    "holds": "SELECT 1 FROM tasks WHERE id = :id AND lease_token = :token",
+    "effect": "SELECT lease_token, state FROM effects WHERE key = :key",
+    "effect_claim": """
+        INSERT INTO effects (key, task_id, created_at, lease_token, state)
+        VALUES (:key, :id, :now, :token, :state)
+        ON CONFLICT (key) DO UPDATE SET lease_token = excluded.lease_token,
+            state = excluded.state, created_at = excluded.created_at""",
+    "step_get": """
+        SELECT run_id, key, kind, digest, result, version, created_at, seq FROM steps
+        WHERE run_id = :run_id AND key = :key""",
+    "step_put": """
+        INSERT INTO steps (run_id, key, kind, version, digest, result, created_at)
+        VALUES (:run_id, :key, :kind, :version, :digest, :result, :now)
+        ON CONFLICT (run_id, key) DO NOTHING""",
+    "step_list": """
+        SELECT run_id, key, kind, digest, result, version, created_at, seq FROM steps
+        WHERE run_id = :run_id ORDER BY seq""",
+}
 
-_FIRST_DEAD_DEP = """(SELECT d.dep_id FROM task_deps d JOIN tasks p ON p.id = d.dep_id
-                      WHERE d.task_id = tasks.id AND p.status = 'dead' LIMIT 1)"""
+
+def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
+    """A driver error as a StoreError; a locked or busy database may work next time."""
+    return StoreError(f"{path}: {exc}", transient=isinstance(exc, sqlite3.OperationalError))
+
+
+def _iso(epoch: float) -> str:
+    when = from_epoch(epoch)
+    assert when is not None
+    return when.isoformat()
 
 
 def _list(text: str) -> list[Any]:
     return [] if text == "[]" else json.loads(text)
 
 
-def _row_to_task(row: sqlite3.Row | tuple) -> Task:
+def _row_to_task(row: sqlite3.Row | tuple[Any, ...]) -> Task:
     (id_, kind, payload, status, assigned_to, attempts, max_attempts, result, error,
      heartbeat_at, depends_on, locks, created_at, started_at, finished_at, not_before,
-     estimate_s, errors, lease_token) = row
+     estimate_s, errors, lease_token, run_id, parent_id, reason, stale_after,
+     lease_expires_at, awaited) = row
     return Task(
         kind=kind, payload=json.loads(payload), id=id_, status=Status(status),
         assigned_to=assigned_to, attempts=attempts, max_attempts=max_attempts,
@@ -109,8 +251,16 @@ def _row_to_task(row: sqlite3.Row | tuple) -> Task:
         locks=_list(locks), created_at=from_epoch(created_at),
         started_at=from_epoch(started_at), finished_at=from_epoch(finished_at),
         not_before=from_epoch(not_before), estimate_s=estimate_s,
-        errors=_list(errors), lease_token=lease_token,
+        errors=_list(errors), lease_token=lease_token, run_id=run_id, parent_id=parent_id,
+        reason=reason, stale_after=stale_after, lease_expires_at=from_epoch(lease_expires_at),
+        awaited=bool(awaited),
     )
+
+
+def _row_to_step(row: tuple[Any, ...]) -> Step:
+    run_id, key, kind, digest, result, version, created_at, seq = row
+    return check_version(Step(run_id, key, kind, digest, json.loads(result), version,
+                              from_epoch(created_at), seq))
 
 
 class SqliteStore:
@@ -243,32 +393,36 @@ class SqliteStore:
                 raise StoreError(f"{self.path}: {exc}",
                              transient=isinstance(exc, sqlite3.OperationalError)) from exc
 
+    def _write(self, name: str, params: Mapping[str, Any]) -> sqlite3.Cursor:
+        """Run the named query ``name`` in a transaction of its own (or the batch's)."""
+        with self._tx() as db:
+            return db.execute(Q[name], params)
+
     # -- contract --------------------------------------------------------------
     def add(self, tasks: Sequence[Task]) -> list[str]:
         """See :meth:`TaskStore.add`."""
         tasks = list(tasks)
         with self._tx() as db:
-            def exists(ids: list[str]) -> set[str]:
-                found: set[str] = set()
+            def stored(ids: list[str]) -> dict[str, Task]:
+                found: dict[str, Task] = {}
                 for i in range(0, len(ids), 500):
                     chunk = ids[i:i + 500]
                     marks = ",".join("?" * len(chunk))
-                    found.update(r[0] for r in db.execute(
-                        f"SELECT id FROM tasks WHERE id IN ({marks})", chunk))
+                    found.update((r[0], _row_to_task(r)) for r in db.execute(
+                        f"SELECT {_COLUMNS} FROM tasks WHERE id IN ({marks})", chunk))
                 return found
 
-            validate_new_tasks(tasks, exists)
-            already = exists([t.id for t in tasks])
+            already = stored([t.id for t in tasks])
+            validate_new_tasks(tasks, lambda ids: set(stored(ids)), already)
             now = self.clock.now()
             fresh = [t for t in tasks if t.id not in already]
-            db.executemany(
-                f"INSERT INTO tasks ({_COLUMNS}) VALUES "
-                "(?, ?, ?, 'pending', NULL, 0, ?, NULL, NULL, NULL, ?, ?, ?, NULL, NULL, ?, ?, "
-                "'[]', NULL)",
-                [(t.id, t.kind, json.dumps(t.payload), t.max_attempts,
-                  json.dumps(t.depends_on), json.dumps(t.locks),
-                  to_epoch(t.created_at) or now, to_epoch(t.not_before), t.estimate_s)
-                 for t in fresh])
+            db.executemany(Q["insert"], [
+                {"id": t.id, "kind": t.kind, "payload": json.dumps(t.payload),
+                 "max_attempts": t.max_attempts, "depends_on": json.dumps(t.depends_on),
+                 "locks": json.dumps(t.locks), "created_at": to_epoch(t.created_at) or now,
+                 "not_before": to_epoch(t.not_before), "estimate_s": t.estimate_s,
+                 "run_id": t.run_id, "parent_id": t.parent_id, "stale_after": t.stale_after,
+                 "awaited": int(t.awaited)} for t in fresh])
             db.executemany("INSERT INTO task_deps (task_id, dep_id) VALUES (?, ?)",
                            [(t.id, d) for t in fresh for d in dict.fromkeys(t.depends_on)])
             db.executemany("INSERT INTO task_locks (task_id, lock) VALUES (?, ?)",
@@ -281,17 +435,18 @@ class SqliteStore:
         return _row_to_task(rows[0]) if rows else None
 
     def list_tasks(self, status: Status | None = None, kind: str | None = None,
-                   limit: int | None = None) -> list[Task]:
+                   limit: int | None = None, *, run_id: str | None = None) -> list[Task]:
         """See :meth:`TaskStore.list_tasks`."""
         rows = self._read(
             f"SELECT {_COLUMNS} FROM tasks WHERE (:status IS NULL OR status = :status) "
-            "AND (:kind IS NULL OR kind = :kind) ORDER BY seq LIMIT :limit",
-            {"status": status.value if status else None, "kind": kind,
+            "AND (:kind IS NULL OR kind = :kind) AND (:run IS NULL OR run_id = :run) "
+            "ORDER BY seq LIMIT :limit",
+            {"status": status.value if status else None, "kind": kind, "run": run_id,
              "limit": -1 if limit is None else limit})
         return [_row_to_task(r) for r in rows]
 
     def _ready_rows(self, db: sqlite3.Connection, kinds: Collection[str], limit: int,
-                    now: float) -> list[tuple]:
+                    now: float) -> list[tuple[Any, ...]]:
         kinds = list(kinds)
         if not kinds or limit <= 0:
             return []
@@ -308,20 +463,14 @@ class SqliteStore:
             try:
                 rows = self._ready_rows(self._conn, kinds, limit, self.clock.now())
             except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: {exc}",
-                             transient=isinstance(exc, sqlite3.OperationalError)) from exc
+                raise _store_error(self.path, exc) from exc
         return [_row_to_task(r) for r in rows]
 
     def _take(self, db: sqlite3.Connection, task_id: str, worker: str, now: float,
-              start: bool) -> Task | None:
-        status = "running" if start else "assigned"
-        row = db.execute(
-            f"UPDATE tasks AS t SET status = :status, assigned_to = :worker, "
-            "attempts = attempts + 1, heartbeat_at = :now, lease_token = :token, "
-            "started_at = CASE WHEN :status = 'running' THEN :now ELSE started_at END "
-            f"WHERE t.id = :id AND {_READY} RETURNING {_COLUMNS}",
-            {"status": status, "worker": worker, "now": now, "id": task_id,
-             "token": uuid.uuid4().hex}).fetchone()
+              start: bool, lease_s: float) -> Task | None:
+        row = db.execute(Q["take_one"], {
+            "status": "running" if start else "assigned", "worker": worker, "now": now,
+            "id": task_id, "token": uuid.uuid4().hex, "lease": lease_s}).fetchone()
         if row is None:
             return None
         task = _row_to_task(row)
@@ -330,111 +479,89 @@ class SqliteStore:
                            [(lk, task_id) for lk in dict.fromkeys(task.locks)])
         return task
 
-    def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool = False) -> list[Task]:
-        """See :meth:`TaskStore.assign`. With ``start=True`` the tasks go straight to
-        RUNNING (the worker begins at once, saving one write)."""
+    def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool = False,
+               lease_s: float = 90.0) -> list[Task]:
+        """See :meth:`TaskStore.assign`."""
         if not pairs:
             return []
         with self._tx() as db:
-            return self._take_many(db, pairs, self.clock.now(), start)
+            return self._take_many(db, pairs, self.clock.now(), start, lease_s)
 
     def _take_many(self, db: sqlite3.Connection, pairs: Sequence[tuple[str, str]],
-                   now: float, start: bool) -> list[Task]:
+                   now: float, start: bool, lease_s: float) -> list[Task]:
         """Claim many tasks: those without locks in one statement, the rest one by one
         (a lock must be held before the next task that shares it is checked)."""
         taken: dict[str, Task] = {}
+        ready = _READY.replace(":now", "?2")
         for i in range(0, len(pairs), 300):
             chunk = pairs[i:i + 300]
-            values = ",".join(f"(?{3 * k + 3}, ?{3 * k + 4}, ?{3 * k + 5})"
+            values = ",".join(f"(?{3 * k + 4}, ?{3 * k + 5}, ?{3 * k + 6})"
                               for k in range(len(chunk)))
-            params: list[Any] = ["running" if start else "assigned", now]
+            params: list[Any] = ["running" if start else "assigned", now, lease_s]
             for task_id, worker in chunk:
                 params += [task_id, worker, uuid.uuid4().hex]
             for row in db.execute(
                     f"WITH claims(id, worker, token) AS (VALUES {values}) "
-                    "UPDATE tasks AS t SET status = ?1, attempts = attempts + 1, "
+                    "UPDATE tasks AS t SET status = ?1, attempts = attempts + (?1 = 'running'), "
                     "heartbeat_at = ?2, "
+                    "lease_s = coalesce(t.stale_after, ?3), "
+                    "lease_expires_at = ?2 + coalesce(t.stale_after, ?3), "
                     "assigned_to = (SELECT c.worker FROM claims c WHERE c.id = t.id), "
                     "lease_token = (SELECT c.token FROM claims c WHERE c.id = t.id), "
                     "started_at = CASE WHEN ?1 = 'running' THEN ?2 ELSE started_at END "
-                    f"WHERE t.id IN (SELECT id FROM claims) AND t.locks = '[]' AND {_READY_AT_2} "
+                    f"WHERE t.id IN (SELECT id FROM claims) AND t.locks = '[]' AND {ready} "
                     f"RETURNING {_COLUMNS}", params):
                 taken[row[0]] = _row_to_task(row)
         out = []
         for task_id, worker in pairs:
-            task = taken.get(task_id) or self._take(db, task_id, worker, now, start)
+            task = taken.get(task_id) or self._take(db, task_id, worker, now, start, lease_s)
             if task is not None:
                 out.append(task)
         return out
 
     def claim(self, worker: str, kinds: Collection[str], limit: int, *,
-              start: bool = False) -> list[Task]:
+              start: bool = False, lease_s: float = 90.0) -> list[Task]:
         """See :meth:`TaskStore.claim`."""
         if limit <= 0:
             return []
         with self._tx() as db:
             now = self.clock.now()
             rows = self._ready_rows(db, kinds, limit, now)
-            return self._take_many(db, [(row[0], worker) for row in rows], now, start)
+            return self._take_many(db, [(row[0], worker) for row in rows], now, start,
+                                   lease_s)
 
     def start(self, task_id: str, token: str) -> bool:
         """See :meth:`TaskStore.start`."""
-        with self._tx() as db:
-            now = self.clock.now()
-            cur = db.execute(
-                "UPDATE tasks SET status = 'running', started_at = ?, heartbeat_at = ? "
-                "WHERE id = ? AND lease_token = ?", (now, now, task_id, token))
-            return cur.rowcount == 1
+        cur = self._write("start", {"now": self.clock.now(), "id": task_id, "token": token})
+        return cur.rowcount == 1
 
     def start_many(self, leases: Mapping[str, str]) -> set[str]:
-        """Mark many held tasks RUNNING in one statement (``{task_id: token}``).
-
-        Returns:
-            ids whose lease is gone.
-        """
+        """See :meth:`TaskStore.start_many`."""
         if not leases:
             return set()
         with self._tx() as db:
             now = self.clock.now()
-            started: set[str] = set()
-            items = list(leases.items())
-            for i in range(0, len(items), 400):
-                chunk = items[i:i + 400]
-                values = ",".join("(?, ?)" for _ in chunk)
-                rows = db.execute(
-                    f"WITH l(id, token) AS (VALUES {values}) "
-                    "UPDATE tasks SET status = 'running', started_at = ?, heartbeat_at = ? "
-                    "WHERE (id, lease_token) IN (SELECT id, token FROM l) RETURNING id",
-                    [v for pair in chunk for v in pair] + [now, now]).fetchall()
-                started.update(r[0] for r in rows)
-            return set(leases) - started
+            lost = set()
+            for task_id, token in leases.items():
+                if db.execute(Q["start"], {"now": now, "id": task_id,
+                                           "token": token}).rowcount != 1:
+                    lost.add(task_id)
+            return lost
 
     def complete_many(self, items: Sequence[tuple[str, str, Any]]) -> set[str]:
-        """Complete many held tasks in one statement: ``[(task_id, token, result), …]``.
-
-        Returns:
-            ids whose result was stored (the others had lost their lease).
-
-        Raises:
-            TypeError: a result is not JSON-serialisable.
-        """
+        """See :meth:`TaskStore.complete_many`."""
         encoded = [(task_id, token, json.dumps(result)) for task_id, token, result in items]
         stored: set[str] = set()
         with self._tx() as db:
             now = self.clock.now()
-            for i in range(0, len(encoded), 300):
-                chunk = encoded[i:i + 300]
-                values = ",".join("(?, ?, ?)" for _ in chunk)
-                rows = db.execute(
-                    f"WITH l(id, token, result) AS (VALUES {values}) "
-                    "UPDATE tasks SET status = 'completed', error = NULL, finished_at = ?, "
-                    "lease_token = NULL, result = (SELECT l.result FROM l WHERE l.id = tasks.id) "
-                    "WHERE (id, lease_token) IN (SELECT id, token FROM l) RETURNING id, locks",
-                    [v for triple in chunk for v in triple] + [now]).fetchall()
-                for task_id, locks in rows:
-                    stored.add(task_id)
-                    if locks != "[]":
-                        db.execute("DELETE FROM held_locks WHERE task_id = ?", (task_id,))
+            for task_id, token, result in encoded:
+                row = db.execute(Q["complete"], {"result": result, "now": now, "id": task_id,
+                                                 "token": token}).fetchone()
+                if row is None:
+                    continue
+                stored.add(task_id)
+                if row[0] != "[]":
+                    db.execute(Q["free_locks"], {"id": task_id})
             return stored
 
     def heartbeat(self, leases: Mapping[str, str]) -> set[str]:
@@ -443,83 +570,46 @@ class SqliteStore:
             return set()
         with self._tx() as db:
             now = self.clock.now()
-            lost = set()
-            for task_id, token in leases.items():
-                cur = db.execute("UPDATE tasks SET heartbeat_at = ? WHERE id = ? "
-                                 "AND lease_token = ?", (now, task_id, token))
-                if cur.rowcount != 1:
-                    lost.add(task_id)
-            return lost
+            return {task_id for task_id, token in leases.items()
+                    if db.execute(Q["heartbeat"], {"now": now, "id": task_id,
+                                                   "token": token}).rowcount != 1}
 
     def complete(self, task_id: str, token: str, result: Any) -> bool:
         """See :meth:`TaskStore.complete`."""
-        encoded = json.dumps(result)
-        with self._tx() as db:
-            row = db.execute(
-                "UPDATE tasks SET status = 'completed', result = ?, error = NULL, "
-                "finished_at = ?, lease_token = NULL WHERE id = ? AND lease_token = ? "
-                "RETURNING locks", (encoded, self.clock.now(), task_id, token)).fetchone()
-            if row is None:
-                return False
-            if row[0] != "[]":
-                db.execute("DELETE FROM held_locks WHERE task_id = ?", (task_id,))
-            return True
+        return bool(self.complete_many([(task_id, token, result)]))
 
     def fail(self, task_id: str, token: str, error: str, *,
              retry_at: float | None) -> Status | None:
         """See :meth:`TaskStore.fail`."""
         with self._tx() as db:
             now = self.clock.now()
-            row = db.execute("SELECT attempts, errors FROM tasks WHERE id = ? "
-                             "AND lease_token = ?", (task_id, token)).fetchone()
+            row = db.execute(Q["fail"], {"retry_at": retry_at, "error": error, "now": now,
+                                         "at": _iso(now), "id": task_id,
+                                         "token": token}).fetchone()
             if row is None:
                 return None
-            errors = json.loads(row[1])
-            errors.append({"attempt": row[0], "error": error,
-                           "at": from_epoch(now).isoformat()})
-            status = Status.DEAD if retry_at is None else Status.FAILED
-            db.execute(
-                "UPDATE tasks SET status = ?, error = ?, errors = ?, not_before = ?, "
-                "finished_at = ?, lease_token = NULL, assigned_to = NULL WHERE id = ?",
-                (status.value, error, json.dumps(errors), retry_at,
-                 now if status is Status.DEAD else None, task_id))
-            db.execute("DELETE FROM held_locks WHERE task_id = ?", (task_id,))
-            return status
+            db.execute(Q["free_locks"], {"id": task_id})
+            return Status(row[0])
 
     def release(self, task_id: str, token: str) -> bool:
         """See :meth:`TaskStore.release`."""
         with self._tx() as db:
-            cur = db.execute(
-                "UPDATE tasks SET status = 'pending', attempts = MAX(0, attempts - 1), "
-                "lease_token = NULL, assigned_to = NULL WHERE id = ? AND lease_token = ?",
-                (task_id, token))
+            cur = db.execute(Q["release"], {"reason": Reason.RELEASED.value, "id": task_id,
+                                            "token": token})
             if cur.rowcount != 1:
                 return False
-            db.execute("DELETE FROM held_locks WHERE task_id = ?", (task_id,))
+            db.execute(Q["free_locks"], {"id": task_id})
             return True
 
-    def reclaim_stale(self, stale_after_s: float) -> list[str]:
+    def reclaim_stale(self, *, holder_prefix: str | None = None) -> list[str]:
         """See :meth:`TaskStore.reclaim_stale`."""
         with self._tx() as db:
             now = self.clock.now()
-            rows = db.execute(
-                "SELECT id, assigned_to, attempts, max_attempts, errors FROM tasks "
-                "WHERE status IN ('assigned', 'running') AND heartbeat_at < ?",
-                (now - stale_after_s,)).fetchall()
-            for task_id, worker, attempts, max_attempts, errors_text in rows:
-                error = (f"worker {worker} stopped heartbeating for more than "
-                         f"{stale_after_s:g} s (attempt {attempts})")
-                errors = json.loads(errors_text)
-                errors.append({"attempt": attempts, "error": error,
-                               "at": from_epoch(now).isoformat()})
-                dead = attempts >= max_attempts
-                db.execute(
-                    "UPDATE tasks SET status = ?, error = ?, errors = ?, lease_token = NULL, "
-                    "assigned_to = NULL, finished_at = ? WHERE id = ?",
-                    ("dead" if dead else "pending", error, json.dumps(errors),
-                     now if dead else None, task_id))
-                db.execute("DELETE FROM held_locks WHERE task_id = ?", (task_id,))
-            return [r[0] for r in rows]
+            rows = db.execute(Q["reclaim"], {"now": now, "at": _iso(now),
+                                             "prefix": holder_prefix}).fetchall()
+            for task_id, _ in rows:
+                db.execute(Q["free_locks"], {"id": task_id})
+            return [task_id for task_id, _ in sorted(rows, key=lambda r: r[1])]
 
     def park_blocked(self) -> list[str]:
         """See :meth:`TaskStore.park_blocked`."""
@@ -527,11 +617,7 @@ class SqliteStore:
         with self._tx() as db:
             now = self.clock.now()
             while True:
-                rows = db.execute(
-                    f"UPDATE tasks SET status = 'dead', finished_at = ?, "
-                    f"error = 'dependency ' || {_FIRST_DEAD_DEP} || ' is dead' "
-                    f"WHERE status IN ('pending', 'failed') AND {_FIRST_DEAD_DEP} IS NOT NULL "
-                    "RETURNING id", (now,)).fetchall()
+                rows = db.execute(Q["park"], {"now": now}).fetchall()
                 if not rows:
                     return parked
                 parked.extend(r[0] for r in rows)
@@ -540,42 +626,55 @@ class SqliteStore:
         """See :meth:`TaskStore.retry_dead`."""
         with self._tx() as db:
             if ids is None:
-                revived = {r[0] for r in db.execute("SELECT id FROM tasks WHERE status = 'dead'")}
+                chosen = [r[0] for r in db.execute(
+                    "SELECT id FROM tasks WHERE status = 'dead' ORDER BY seq")]
             else:
-                revived = set()
-                for task_id in ids:
-                    row = db.execute("SELECT status FROM tasks WHERE id = ?",
-                                     (task_id,)).fetchone()
-                    if row and row[0] == "dead":
-                        revived.add(task_id)
-                frontier = set(revived)
-                while frontier:       # dependents parked because of a revived task
-                    nxt = set()
-                    for dep in frontier:
-                        for (child,) in db.execute(
-                                "SELECT t.id FROM task_deps d JOIN tasks t ON t.id = d.task_id "
-                                "WHERE d.dep_id = ? AND t.status = 'dead' "
-                                "AND t.error LIKE 'dependency %'", (dep,)):
-                            if child not in revived:
-                                nxt.add(child)
-                    revived |= nxt
-                    frontier = nxt
-            db.executemany(
-                "UPDATE tasks SET status = 'pending', attempts = 0, not_before = NULL, "
-                "finished_at = NULL WHERE id = ?", [(i,) for i in revived])
+                chosen = list(dict.fromkeys(ids))
+            revived = {i for i in chosen
+                       if db.execute(Q["revive"], {"id": i}).rowcount == 1}
+            frontier = set(revived)
+            while frontier:       # dependents parked because of a revived task
+                frontier = {r[0] for dep in frontier
+                            for r in db.execute(Q["parked_dependents"], {"id": dep})
+                            if r[0] not in revived}
+                for child in frontier:
+                    db.execute(Q["revive"], {"id": child})
+                revived |= frontier
             order = db.execute("SELECT id FROM tasks WHERE status = 'pending' ORDER BY seq")
             return [r[0] for r in order if r[0] in revived]
 
     def claim_effect(self, key: str, task_id: str, token: str) -> bool:
         """See :meth:`TaskStore.claim_effect`."""
         with self._tx() as db:
-            held = db.execute("SELECT 1 FROM tasks WHERE id = ? AND lease_token = ?",
-                              (task_id, token)).fetchone()
-            if held is None:
+            if db.execute(Q["holds"], {"id": task_id, "token": token}).fetchone() is None:
                 return False
-            cur = db.execute("INSERT OR IGNORE INTO effects (key, task_id, created_at) "
-                             "VALUES (?, ?, ?)", (key, task_id, self.clock.now()))
-            return cur.rowcount == 1
+            earlier = db.execute(Q["effect"], {"key": key}).fetchone()
+            if earlier is not None and (earlier[1] == EFFECT_DONE or earlier[0] == token):
+                return False
+            db.execute(Q["effect_claim"], {"key": key, "id": task_id, "now": self.clock.now(),
+                                           "token": token, "state": EFFECT_CLAIMED})
+            return True
+
+    def effect_done(self, key: str, task_id: str, token: str) -> bool:
+        """See :meth:`TaskStore.effect_done`."""
+        with self._tx() as db:
+            if db.execute(Q["holds"], {"id": task_id, "token": token}).fetchone() is None:
+                return False
+            db.execute(Q["effect_claim"], {"key": key, "id": task_id, "now": self.clock.now(),
+                                           "token": token, "state": EFFECT_DONE})
+            return True
+
+    def finished_among(self, ids: Collection[str]) -> dict[str, Task]:
+        """See :meth:`TaskStore.finished_among`."""
+        ids = list(ids)
+        out: dict[str, Task] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self._read(f"SELECT {_COLUMNS} FROM tasks WHERE id IN ({marks}) "
+                                  "AND status IN ('completed', 'dead')", chunk):
+                out[row[0]] = _row_to_task(row)
+        return out
 
     def mean_durations(self) -> dict[str, float]:
         """See :meth:`TaskStore.mean_durations`."""
@@ -584,19 +683,47 @@ class SqliteStore:
                           "GROUP BY kind")
         return {kind: mean for kind, mean in rows if mean is not None}
 
-    def stats(self) -> StoreStats:
+    def stats(self, *, run_id: str | None = None) -> StoreStats:
         """See :meth:`TaskStore.stats`."""
+        scope = "" if run_id is None else " AND run_id = :run"
+        params = {"run": run_id}
         with self._lock:
             now = self.clock.now()
             counts = {s: 0 for s in Status}
-            for status, n in self._read("SELECT status, COUNT(*) FROM tasks GROUP BY status"):
+            for status, n in self._read(
+                    f"SELECT status, COUNT(*) FROM tasks WHERE 1{scope} GROUP BY status",
+                    params):
                 counts[Status(status)] = n
             active = dict(self._read(
                 "SELECT assigned_to, COUNT(*) FROM tasks WHERE status IN ('assigned', 'running') "
-                "AND assigned_to IS NOT NULL GROUP BY assigned_to"))
+                f"AND assigned_to IS NOT NULL{scope} GROUP BY assigned_to", params))
             oldest = self._read("SELECT MIN(created_at) FROM tasks "
-                                "WHERE status NOT IN ('completed', 'dead')")[0][0]
-        return StoreStats(counts, active, from_epoch(oldest), from_epoch(now))
+                                f"WHERE status NOT IN ('completed', 'dead'){scope}", params)[0][0]
+        return StoreStats(counts, active, from_epoch(oldest),
+                          from_epoch(now))  # type: ignore[arg-type]
+
+    # -- journal ---------------------------------------------------------------
+    def get_step(self, run_id: str, key: str) -> Step | None:
+        """See :meth:`foreperson.journal.Journal.get_step`."""
+        rows = self._read(Q["step_get"], {"run_id": run_id, "key": key})
+        return _row_to_step(rows[0]) if rows else None
+
+    def put_step(self, step: Step) -> Step:
+        """See :meth:`foreperson.journal.Journal.put_step`."""
+        result = json.dumps(step.result, allow_nan=False)
+        with self._tx() as db:
+            fresh = db.execute(Q["step_put"], {
+                "run_id": step.run_id, "key": step.key, "kind": step.kind,
+                "version": step.version, "digest": step.digest, "result": result,
+                "now": self.clock.now()}).rowcount == 1
+            row = db.execute(Q["step_get"], {"run_id": step.run_id, "key": step.key}).fetchone()
+        if fresh:       # ours: its version is the caller's to know
+            return Step(*row[:4], json.loads(row[4]), row[5], from_epoch(row[6]), row[7])
+        return _row_to_step(row)
+
+    def list_steps(self, run_id: str) -> list[Step]:
+        """See :meth:`foreperson.journal.Journal.list_steps`."""
+        return [_row_to_step(r) for r in self._read(Q["step_list"], {"run_id": run_id})]
 
     def close(self) -> None:
         """Close the connection. Idempotent."""

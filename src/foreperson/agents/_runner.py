@@ -1,0 +1,220 @@
+"""Step runners: how each step of a run (a model call, a tool call, an approval, a spawn,
+a delegation) is executed. The default runs it inline and records nothing; a journaled
+runner records each step's result under a deterministic key and, on replay, returns it
+without executing the step again (DESIGN, "one record under everything": a step is a
+journal record, never a claimable task).
+
+The agent layer takes a runner by injection (``RunOptions(steps=...)``) and never
+imports the work layer: :class:`JournaledSteps` is built on the
+:class:`~foreperson.journal.Journal` protocol, which the work layer's stores implement.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+
+import anyio
+import anyio.to_thread
+
+from ..journal import Journal, JournalDivergence, Step, request_digest
+
+__all__ = [
+    "JSON_CODEC",
+    "InlineSteps",
+    "JournaledSteps",
+    "StepCodec",
+    "StepOutcome",
+    "StepRunner",
+    "StepSpec",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class StepCodec(Generic[T]):
+    """How a step's result becomes JSON for a journal, and back.
+
+    Attributes:
+        encode: the result as JSON values (dicts, lists, strings, numbers, None).
+        decode: the result from what ``encode`` wrote.
+    """
+
+    encode: Callable[[T], Any]
+    decode: Callable[[Any], T]
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+JSON_CODEC: StepCodec[Any] = StepCodec(_same, _same)
+"""For results that already are JSON values."""
+
+
+@dataclass(frozen=True)
+class StepSpec(Generic[T]):
+    """One step about to be run.
+
+    Attributes:
+        run_id: the journal's run: the outermost run (a nested run journals under it).
+        key: the step path, unique within that run and the same on every replay, e.g.
+            ``"agent:lead/turn:2/tool:1/agent:researcher/turn:1/model"``.
+        kind: ``"model_call"``, ``"tool_call"``, ``"approval"``, ``"spawn"``, or a kind of
+            the layers above (``"delegation"``).
+        request: returns the JSON of what the step asks (the messages and tools of a
+            model call, a tool's name and arguments); a journaling runner digests it to
+            detect a replay that asks something else. Only called by runners that
+            journal, so the default runner pays nothing for it.
+        codec: turns the result into JSON and back.
+    """
+
+    run_id: str
+    key: str
+    kind: str
+    request: Callable[[], Any]
+    codec: StepCodec[T]
+
+
+@dataclass(frozen=True)
+class StepOutcome(Generic[T]):
+    """A step's result.
+
+    Attributes:
+        value: the result.
+        replayed: True when it came from the journal and the step was not executed
+            (when another process recorded the step while this one executed it too,
+            the recorded result wins and ``replayed`` is False: the work was done here).
+    """
+
+    value: T
+    replayed: bool = False
+
+
+@runtime_checkable
+class StepRunner(Protocol):
+    """Executes the steps of runs; one runner may serve many concurrent runs."""
+
+    async def run(self, step: StepSpec[T], execute: Callable[[], Awaitable[T]]) -> StepOutcome[T]:
+        """Run one step, or give back its recorded result.
+
+        Args:
+            step: which step, and how to digest and encode it.
+            execute: produces the result (calls the model, runs the tool).
+
+        Returns:
+            The result, and whether it was replayed.
+
+        Raises:
+            JournalDivergence: a recorded step under ``step.key`` asked for something
+                else (journaling runners).
+            Exception: what ``execute`` raised.
+        """
+        ...
+
+
+class InlineSteps:
+    """The default runner: executes every step, records nothing."""
+
+    async def run(self, step: StepSpec[T], execute: Callable[[], Awaitable[T]]) -> StepOutcome[T]:
+        """See :meth:`StepRunner.run`."""
+        return StepOutcome(await execute())
+
+    def __repr__(self) -> str:
+        return "InlineSteps()"
+
+
+class JournaledSteps:
+    """Records every step in a :class:`~foreperson.journal.Journal` and replays recorded
+    ones.
+
+    For each step: a result recorded under the run id and key is returned at once (the
+    model or the tool is not called again), after checking that the replay asks the
+    same thing (its request digest); otherwise the step executes and its result is
+    recorded before the run goes on, first write wins (when two processes replay one
+    run, both go on with the result recorded first). The journal is blocking, so it is
+    called through ``anyio.to_thread``; the write is shielded from cancellation (a step
+    that ran is recorded even when the run is being cancelled).
+
+    A run's recorded steps are read once, at its first step (one ``list_steps``), and
+    kept for the runs this runner served last (``cached_runs``); a step another process
+    records meanwhile is caught by the first-write-wins rule of the write.
+
+    A step that raised is not recorded: it runs again on replay.
+
+    Example::
+
+        from foreperson.agents import Agent, JournaledSteps, RunOptions
+        from foreperson.work import MemoryStore
+
+        options = RunOptions(steps=JournaledSteps(MemoryStore()))
+        first = await agent.run("hi", run_id="run-1", options=options)
+        again = await agent.run("hi", run_id="run-1", options=options)  # no model call
+
+    Args:
+        journal: where steps are recorded (``MemoryStore``, ``SqliteStore``,
+            ``PostgresStore`` implement it).
+        cached_runs: how many runs' recorded steps to keep in memory (default 64).
+    """
+
+    def __init__(self, journal: Journal, *, cached_runs: int = 64) -> None:
+        self.journal = journal
+        self.cached_runs = max(1, cached_runs)
+        self._runs: OrderedDict[str, dict[str, Step]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    async def _recorded(self, run_id: str, key: str) -> Step | None:
+        with self._lock:
+            steps = self._runs.get(run_id)
+            if steps is not None:
+                self._runs.move_to_end(run_id)
+                return steps.get(key)
+        listed = await anyio.to_thread.run_sync(self.journal.list_steps, run_id)
+        with self._lock:
+            steps = self._runs.setdefault(run_id, {})
+            for recorded in listed:
+                steps.setdefault(recorded.key, recorded)
+            while len(self._runs) > self.cached_runs:
+                self._runs.popitem(last=False)
+            return steps.get(key)
+
+    def _remember(self, step: Step) -> None:
+        with self._lock:
+            steps = self._runs.get(step.run_id)
+            if steps is not None:
+                steps[step.key] = step
+
+    async def run(self, step: StepSpec[T], execute: Callable[[], Awaitable[T]]) -> StepOutcome[T]:
+        """See :meth:`StepRunner.run`.
+
+        Raises:
+            JournalDivergence: the recorded step under this key has another request
+                digest (the code or the inputs changed since it was recorded).
+            UnknownStepVersion: the recorded step's format is unknown.
+            TypeError: the request or the encoded result is not JSON.
+            StoreError: the journal failed.
+        """
+        digest = request_digest(step.request())
+        recorded = await self._recorded(step.run_id, step.key)
+        if recorded is not None:
+            if recorded.digest != digest:
+                raise JournalDivergence(step.run_id, step.key, recorded.digest, digest)
+            return StepOutcome(step.codec.decode(recorded.result), replayed=True)
+        value = await execute()
+        encoded = step.codec.encode(value)
+        new = Step(step.run_id, step.key, step.kind, digest, encoded)
+        with anyio.CancelScope(shield=True):
+            stored = await anyio.to_thread.run_sync(self.journal.put_step, new)
+        self._remember(stored)
+        if stored.digest != digest:
+            raise JournalDivergence(step.run_id, step.key, stored.digest, digest)
+        if stored.result != encoded:  # another writer recorded this step first: theirs wins
+            return StepOutcome(step.codec.decode(stored.result))
+        return StepOutcome(value)
+
+    def __repr__(self) -> str:
+        return f"JournaledSteps({self.journal!r})"

@@ -1,0 +1,386 @@
+"""The run loop: turns of settle-and-claim, worker lanes, and the side tasks of a run.
+
+One turn, in one store transaction (group commit): record the attempts that started,
+settle the ones that finished, claim new work into free slots. Claimed tasks go to
+their worker's lane; each lane runs ``concurrency`` consumers that take the next task
+the moment one ends (its prefetched tasks are already there). Side tasks: heartbeats
+(at a third of the shortest lease held, at most every 10 s), wake-ups from the store
+(PostgreSQL ``LISTEN``), giving back prefetched tasks stuck behind a long one, and
+progress callbacks (run in a thread, never on the event loop).
+
+A task waiting on its children lends its slot (:meth:`RunLoop.lend`): the lane gets one
+more consumer until the task resumes, so parents waiting on children never starve them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from ..errors import StoreError
+from .policy import Reason
+from .store import StoreStats, WakesOnWork
+from .task import Status, Task
+from .worker import Worker
+
+if TYPE_CHECKING:
+    from .handles import TaskHandle
+    from .supervisor import Supervisor
+    from .worker import TaskContext
+
+__all__ = ["Outcome", "RunLoop", "RunReport"]
+
+log = logging.getLogger("foreperson.supervisor")
+
+Outcome = tuple[Task, bool, Any]
+"""``(task, succeeded, result or exception)`` of one finished attempt."""
+
+
+@dataclass
+class RunReport:
+    """What one run (one call of :meth:`Supervisor.run`) did.
+
+    Attributes:
+        stats: the store's snapshot at the end (of the run's tasks with ``run_id``).
+        elapsed_s: wall time of the run, seconds.
+        retries: failed attempts scheduled again during this run.
+        reclaimed: tasks taken back from holders whose lease expired, during this run.
+        lease_lost: results discarded because the worker no longer held the lease.
+        parked: tasks parked DEAD during this run because a dependency was DEAD.
+        history: ``(epoch seconds, counts by status)`` sampled every
+            ``progress_every_s`` seconds.
+    """
+
+    stats: StoreStats
+    elapsed_s: float
+    retries: int = 0
+    reclaimed: int = 0
+    lease_lost: int = 0
+    parked: int = 0
+    history: list[tuple[float, dict[Status, int]]] = field(default_factory=list)
+
+
+class _Lane:
+    """One worker's inbox and consumers. Taking a task that is already there does not
+    yield to the event loop, so a slot moves from one task to the next at once."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.items: deque[tuple[Task, float]] = deque()   # (task, time.monotonic() queued)
+        self._waiters: deque[anyio.Event] = deque()
+        self.started = False
+        self.excess = 0        # consumers to retire (lent slots given back)
+
+    def put(self, task: Task) -> None:
+        self.items.append((task, time.monotonic()))
+        if self._waiters:
+            self._waiters.popleft().set()
+
+    async def get(self) -> Task:
+        while not self.items:
+            waiter = anyio.Event()
+            self._waiters.append(waiter)
+            await waiter.wait()
+        return self.items.popleft()[0]
+
+    def overdue(self, older_than_s: float) -> list[Task]:
+        """Take out the tasks that waited longer than ``older_than_s`` seconds."""
+        out = []
+        limit = time.monotonic() - older_than_s
+        while self.items and self.items[0][1] < limit:
+            out.append(self.items.popleft()[0])
+        return out
+
+
+class RunLoop:
+    """One run of a :class:`~foreperson.work.supervisor.Supervisor`.
+
+    Args:
+        supervisor: the supervisor (its store, dispatcher, settling rules).
+        until_finished: end when nothing of the run is unfinished; False serves until
+            :meth:`Supervisor.stop` (a worker process, or ``serving()``).
+        run_id: end when this run is finished (None: the whole store).
+        progress: called in a thread with a :class:`StoreStats` every
+            ``progress_every_s`` seconds and once at the end.
+        progress_every_s: seconds between progress calls and history samples.
+        idle_wait_s: longest pause, seconds, when nothing signals new work.
+    """
+
+    def __init__(self, supervisor: Supervisor, *, until_finished: bool = True,
+                 run_id: str | None = None,
+                 progress: Callable[[StoreStats], None] | None = None,
+                 progress_every_s: float = 0.5, idle_wait_s: float = 0.25) -> None:
+        self.sup = supervisor
+        self.until_finished = until_finished
+        self.run_id = run_id
+        self.progress = progress
+        self.progress_every_s = progress_every_s
+        self.idle_wait_s = idle_wait_s
+        self.lanes = {name: _Lane(w) for name, w in supervisor.dispatcher.workers.items()}
+        self.outcomes: list[Outcome] = []
+        self.started: list[Task] = []
+        self.unstarted: list[Task] = []
+        self.history: list[tuple[float, dict[Status, int]]] = []
+        self._wake = anyio.Event()
+        self._group: anyio.abc.TaskGroup | None = None
+        self._store_lock = anyio.CapacityLimiter(1)
+        self._outage_s = 0.0
+        self._next_progress = 0.0
+        self._next_overdue = 0.0
+
+    # -- public hooks ------------------------------------------------------------
+    def wake(self) -> None:
+        """Start the next turn now (an attempt finished, work was added)."""
+        self._wake.set()
+
+    @contextmanager
+    def lend(self, task: Task) -> Iterator[None]:
+        """While inside, ``task``'s slot is lent to other work of its worker (it waits on
+        child tasks): its lane gets one more consumer, and a blocking worker one more
+        thread."""
+        token = task.lease_token or ""
+        flight = self.sup.dispatcher.suspend(task.id, token)
+        lane = self.lanes.get(flight.worker) if flight is not None else None
+        if lane is None or self._group is None:
+            yield
+            return
+        limiter = lane.worker._limiter
+        if limiter is not None:
+            limiter.total_tokens += 1
+        self._group.start_soon(self._consume, lane)
+        self.wake()
+        try:
+            yield
+        finally:
+            self.sup.dispatcher.resume(task.id, token)
+            lane.excess += 1
+            if limiter is not None:
+                limiter.total_tokens = max(1, limiter.total_tokens - 1)
+
+    async def submit_children(self, parent: Task, tasks: list[Task],
+                              context: TaskContext) -> list[TaskHandle]:
+        """Submit ``tasks`` as children of the running ``parent`` (same run), with
+        handles whose waits lend ``parent``'s slot."""
+        for task in tasks:
+            task.run_id = task.run_id or parent.run_id
+            task.parent_id = parent.id
+        handles = await self.sup.submit_many(tasks)
+        for handle in handles:
+            handle._context = context
+        self.wake()
+        return handles
+
+    # -- the run -----------------------------------------------------------------
+    async def run(self) -> RunReport:
+        """Dispatch until the run is finished (or stopped). See :meth:`Supervisor.run`."""
+        began = time.monotonic()
+        final: StoreStats | None = None
+        try:
+            async with anyio.create_task_group() as group:
+                self._group = group
+                group.start_soon(self._heartbeats)
+                if isinstance(self.sup.store, WakesOnWork):
+                    group.start_soon(self._listen, self.sup.store)
+                final = await self._turns()
+                group.cancel_scope.cancel()
+        except BaseExceptionGroup as errors:   # one failure: raise it, not a group
+            if len(errors.exceptions) == 1:
+                raise errors.exceptions[0] from None
+            raise
+        finally:
+            self._group = None
+            with anyio.CancelScope(shield=True):   # Ctrl-C: give every held task back
+                await anyio.to_thread.run_sync(self.sup.release_held)
+        stats = final or await anyio.to_thread.run_sync(self._sample)
+        if self.progress is not None:
+            await anyio.to_thread.run_sync(self.progress, stats)
+        counters = self.sup.counters
+        return RunReport(stats, time.monotonic() - began, counters.retries,
+                         counters.reclaimed, counters.lease_lost, counters.parked,
+                         list(self.history))
+
+    async def _turns(self) -> StoreStats | None:
+        """Turn after turn until the run is finished or stopped; the last snapshot."""
+        while True:
+            self._wake = anyio.Event()
+            handed, stats = await self._turn()
+            if handed is None:
+                continue                          # the store failed; waited, try again
+            self._hand_out(handed)
+            stats = await self._observe(stats, bool(handed))
+            if self._done(stats, bool(handed)):
+                return stats
+            await self._housekeeping()
+            if self.sup.stopping and not self.sup.dispatcher.busy() and not self.outcomes:
+                return stats
+            if not self.outcomes and len(handed) < self.sup.dispatcher.claim_batch:
+                with anyio.move_on_after(self.idle_wait_s):
+                    await self._wake.wait()
+
+    async def _turn(self) -> tuple[list[tuple[Worker, Task]] | None, StoreStats | None]:
+        """One settle-and-claim transaction in a thread (shielded: a status write that
+        has started finishes). On a transient store failure the turn's outcomes are kept
+        for the next turn and ``(None, None)`` is returned after a growing pause."""
+        outcomes, self.outcomes = self.outcomes, []
+        started, self.started = self.started, []
+        try:
+            with anyio.CancelScope(shield=True):
+                handed = await anyio.to_thread.run_sync(
+                    self.sup.settle_and_claim, outcomes, started, limiter=self._store_lock)
+                idle = not handed and not self.sup.dispatcher.busy()
+                stats = (await anyio.to_thread.run_sync(self._sample,
+                                                        limiter=self._store_lock)
+                         if idle else None)
+        except StoreError as exc:
+            if not exc.transient:                 # would fail the same way again
+                raise
+            if not self.sup.settled_last_turn:    # rolled back: settle it again
+                self.outcomes[:0] = outcomes
+                self.started[:0] = started
+            await self._store_unavailable(exc)
+            return None, None
+        self._outage_s = 0.0
+        self.sup.waiters.deliver()
+        return handed, stats
+
+    async def _store_unavailable(self, exc: StoreError) -> None:
+        self._outage_s = min(max(self._outage_s * 2, 0.1), 5.0)
+        log.warning("store unavailable, retrying in %.1f s: %s", self._outage_s, exc)
+        await anyio.sleep(self._outage_s)
+
+    def _sample(self) -> StoreStats:
+        stats = self.sup.store.stats(run_id=self.run_id)
+        self.history.append((stats.now.timestamp(), dict(stats.counts)))
+        return stats
+
+    def _hand_out(self, handed: list[tuple[Worker, Task]]) -> None:
+        for worker, task in handed:
+            lane = self.lanes[worker.name]
+            if not lane.started and self._group is not None:
+                lane.started = True               # a worker's slots start with its task
+                for _ in range(worker.concurrency):
+                    self._group.start_soon(self._consume, lane)
+            lane.put(task)
+
+    async def _observe(self, stats: StoreStats | None, handed: bool) -> StoreStats | None:
+        """Sample and report progress when due (or when idle, for the finish check)."""
+        now = time.monotonic()
+        due = now >= self._next_progress
+        if stats is None and due:
+            try:
+                stats = await anyio.to_thread.run_sync(self._sample,
+                                                       limiter=self._store_lock)
+            except StoreError as exc:             # the turn itself is settled: just wait
+                if not exc.transient:
+                    raise
+                await self._store_unavailable(exc)
+                return None
+        if stats is not None and due:
+            self._next_progress = now + self.progress_every_s
+            if self.progress is not None:
+                await anyio.to_thread.run_sync(self.progress, stats)
+        return stats
+
+    def _done(self, stats: StoreStats | None, handed: bool) -> bool:
+        busy = self.sup.dispatcher.busy() or handed or self.outcomes or self.started
+        if stats is None or busy:
+            return False
+        return (self.until_finished and stats.unfinished == 0) or self.sup.stopping
+
+    async def _housekeeping(self) -> None:
+        now = time.monotonic()
+        if now >= self._next_overdue:             # a prefetched task stuck behind a long one
+            self._next_overdue = now + 0.25
+            await self._release_overdue()
+        if self.sup.stopping:
+            await self._give_back_queued()
+
+    # -- consumers -----------------------------------------------------------------
+    async def _consume(self, lane: _Lane) -> None:
+        while True:
+            task = await lane.get()
+            if self.sup.stopping:          # not started: handed back by _give_back_queued
+                self.unstarted.append(task)
+                continue
+            if task.status is Status.ASSIGNED and not await self._start(task):
+                continue
+            await self._execute(lane.worker, task)
+            if lane.excess:                # a lent slot came back: one consumer retires
+                lane.excess -= 1
+                return
+
+    async def _start(self, task: Task) -> bool:
+        """A prefetched task starts: its attempt is recorded by the next turn, or, for a
+        task whose last holder died (perhaps killed by this very task), before it runs,
+        so a task that kills its worker is counted every time but once. False when its
+        lease is gone."""
+        if task.reason == Reason.LEASE_EXPIRED.value:
+            started = await anyio.to_thread.run_sync(
+                self.sup.store.start, task.id, task.lease_token or "",
+                limiter=self._store_lock)
+            if not started:
+                self.sup.dispatcher.let_go(task.id, task.lease_token or "")
+                return False
+        else:
+            self.started.append(task)
+        task.status = Status.RUNNING
+        task.attempts += 1
+        return True
+
+    async def _execute(self, worker: Worker, task: Task) -> None:
+        try:
+            outcome: Outcome = (task, True, await worker.run_task(
+                task, self.sup.store, runtime=self))
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):   # give the task back, do not lose it
+                await anyio.to_thread.run_sync(self.sup.release, task)
+            raise
+        except Exception as exc:      # classified in on_fail
+            outcome = (task, False, exc)
+        self.outcomes.append(outcome)
+        self._wake.set()
+
+    async def _release_overdue(self) -> None:
+        for name, lane in self.lanes.items():
+            overdue = lane.overdue(self.sup.prefetch_wait_s)
+            if overdue:
+                self.sup.dispatcher.no_prefetch(name)   # until its running task ends
+                with anyio.CancelScope(shield=True):
+                    for task in overdue:
+                        await anyio.to_thread.run_sync(self.sup.release, task)
+
+    async def _give_back_queued(self) -> None:
+        for lane in self.lanes.values():
+            self.unstarted.extend(task for task, _ in lane.items)
+            lane.items.clear()
+        unstarted, self.unstarted = self.unstarted, []
+        with anyio.CancelScope(shield=True):
+            for task in unstarted:
+                await anyio.to_thread.run_sync(self.sup.release, task)
+
+    # -- side tasks ----------------------------------------------------------------
+    async def _heartbeats(self) -> None:
+        while True:
+            lease = self.sup.dispatcher.shortest_lease_s()
+            await anyio.sleep(min(self.sup.heartbeat_every_s, lease / 3))
+            try:
+                await anyio.to_thread.run_sync(self.sup.heartbeat)
+            except StoreError as exc:
+                log.warning("heartbeat failed (%s); retrying next beat", exc)
+
+    async def _listen(self, store: WakesOnWork) -> None:
+        kinds = self.sup.known_kinds()
+        while True:
+            woke = await anyio.to_thread.run_sync(store.wait_for_work, kinds, 1.0,
+                                                  abandon_on_cancel=True)
+            if woke:
+                self._wake.set()

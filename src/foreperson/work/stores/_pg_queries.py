@@ -1,0 +1,292 @@
+"""The SQL of :class:`~foreperson.work.stores.postgres.PostgresStore`, as named queries.
+
+Every statement is parameterised (``%(name)s``); every time comes from ``fp_now(%(now)s)``
+(the server's clock unless a test passes a fake time). Rows are locked in one order
+everywhere (by id, or ``SKIP LOCKED``): a heartbeat never waits for a row a batched
+completion holds, so the two cannot deadlock. Status transitions follow
+:mod:`foreperson.work.policy`; its reason codes arrive as parameters where they vary.
+"""
+
+from __future__ import annotations
+
+__all__ = ["COLUMNS", "Q"]
+
+COLUMNS = ("id, kind, payload, status, assigned_to, attempts, max_attempts, result, error, "
+           "heartbeat_at, depends_on, locks, created_at, started_at, finished_at, not_before, "
+           "estimate_s, errors, lease_token, run_id, parent_id, reason, stale_after, "
+           "lease_expires_at, awaited")
+
+_NOW = "fp_now(%(now)s)"
+_ISO = f"to_char({_NOW} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
+_FREE_SLOTS = "UPDATE lock_slots s SET task_id = NULL FROM {src} WHERE s.task_id = {src}.id"
+# the held rows of a list of leases, locked in id order (one order everywhere)
+_LOCK_LEASES = """SELECT t.id FROM tasks t
+    JOIN unnest(%(ids)s::text[], %(tokens)s::text[]) AS l(id, token)
+      ON t.id = l.id AND t.lease_token = l.token
+    ORDER BY t.id FOR UPDATE OF t"""
+_EXPIRED_MESSAGE = ("'worker ' || coalesce(t.assigned_to, '?') || "
+                    "' stopped heartbeating: its lease of ' || "
+                    "trim_scale(t.lease_s::numeric)::text || ' s expired during attempt ' "
+                    "|| t.attempts")
+
+Q: dict[str, str] = {
+    "add": f"""
+        WITH new AS (
+            SELECT * FROM unnest(%(ids)s::text[], %(kinds)s::text[], %(payloads)s::text[],
+                %(max_attempts)s::int[], %(deps)s::text[], %(locks)s::text[],
+                %(created)s::timestamptz[], %(not_before)s::timestamptz[],
+                %(estimates)s::float8[], %(runs)s::text[], %(parents)s::text[],
+                %(stale)s::float8[], %(awaited)s::bool[])
+                WITH ORDINALITY
+                AS n(id, kind, payload, max_attempts, deps, locks, created_at, not_before,
+                     estimate_s, run_id, parent_id, stale_after, awaited, ord)
+        ), conflicts AS (
+            SELECT n.id, t.kind, t.payload FROM new n JOIN tasks t ON t.id = n.id
+            WHERE t.kind <> n.kind OR t.payload <> n.payload::jsonb
+        ), ins AS (
+            INSERT INTO tasks (id, kind, payload, max_attempts, depends_on, locks, created_at,
+                               not_before, estimate_s, run_id, parent_id, stale_after, awaited)
+            SELECT n.id, n.kind, n.payload::jsonb, n.max_attempts,
+                   ARRAY(SELECT jsonb_array_elements_text(n.deps::jsonb)),
+                   ARRAY(SELECT jsonb_array_elements_text(n.locks::jsonb)),
+                   coalesce(n.created_at, {_NOW}), n.not_before, n.estimate_s, n.run_id,
+                   n.parent_id, n.stale_after, n.awaited
+            FROM new n WHERE NOT EXISTS (SELECT 1 FROM conflicts) ORDER BY n.ord
+            ON CONFLICT (id) DO NOTHING
+            RETURNING id, seq, depends_on, locks
+        ), deps AS (
+            INSERT INTO task_deps (task_id, dep_id)
+            SELECT DISTINCT ins.id, d FROM ins, unnest(ins.depends_on) AS d
+            ON CONFLICT DO NOTHING
+        ), slots AS (
+            INSERT INTO lock_slots (name, slot)
+            SELECT DISTINCT l, 0 FROM ins, unnest(ins.locks) AS l
+            ON CONFLICT DO NOTHING
+        )
+        SELECT 'inserted', id, seq::text, NULL FROM ins
+        UNION ALL
+        SELECT 'conflict', id, kind, payload::text FROM conflicts""",
+    "get": f"SELECT {COLUMNS} FROM tasks WHERE id = %(id)s",
+    "get_many": f"SELECT {COLUMNS} FROM tasks WHERE id = ANY(%(ids)s) ORDER BY seq",
+    "list": f"""
+        SELECT {COLUMNS} FROM tasks
+        WHERE (%(status)s::text IS NULL OR status = %(status)s)
+          AND (%(kind)s::text IS NULL OR kind = %(kind)s)
+          AND (%(run)s::text IS NULL OR run_id = %(run)s)
+        ORDER BY seq LIMIT %(limit)s""",
+    "ready": """
+        SELECT id FROM claim_tasks('', %(kinds)s, NULL, %(limit)s, false, %(now)s, 1.0)""",
+    "claim": f"""
+        SELECT {COLUMNS} FROM claim_tasks(%(worker)s, %(kinds)s, %(ids)s, %(limit)s,
+                                          %(start)s, %(now)s, %(lease)s) ORDER BY seq""",
+    "start": f"""
+        WITH held AS ({_LOCK_LEASES})
+        UPDATE tasks t SET status = 'running', started_at = {_NOW}, heartbeat_at = {_NOW},
+            attempts = t.attempts + CASE WHEN t.status = 'assigned' THEN 1 ELSE 0 END,
+            lease_expires_at = {_NOW} + make_interval(secs => t.lease_s)
+        FROM held WHERE t.id = held.id
+        RETURNING t.id""",
+    # Rows another transaction holds (a completion in flight) are skipped, not waited for,
+    # and not reported lost: only a lease that no longer matches is lost.
+    "heartbeat": f"""
+        WITH l AS (
+            SELECT * FROM unnest(%(ids)s::text[], %(tokens)s::text[]) AS l(id, token)
+        ), held AS (
+            SELECT t.id FROM tasks t JOIN l ON t.id = l.id AND t.lease_token = l.token
+            ORDER BY t.id FOR UPDATE OF t SKIP LOCKED
+        ), renewed AS (
+            UPDATE tasks t SET heartbeat_at = {_NOW},
+                lease_expires_at = {_NOW} + make_interval(secs => t.lease_s)
+            FROM held WHERE t.id = held.id
+        )
+        SELECT l.id FROM l WHERE NOT EXISTS (
+            SELECT 1 FROM tasks t WHERE t.id = l.id AND t.lease_token = l.token)""",
+    "complete": f"""
+        WITH held AS ({_LOCK_LEASES}), done AS (
+            UPDATE tasks t SET status = 'completed', result = r.result::jsonb, error = NULL,
+                reason = NULL, finished_at = {_NOW}, lease_token = NULL,
+                lease_expires_at = NULL,
+                attempts = t.attempts + CASE WHEN t.status = 'assigned' THEN 1 ELSE 0 END
+            FROM held, unnest(%(ids)s::text[], %(results)s::text[]) AS r(id, result)
+            WHERE t.id = held.id AND r.id = held.id
+            RETURNING t.id
+        ), freed AS ({_FREE_SLOTS.format(src="done")})
+        SELECT id FROM done""",
+    "fail": f"""
+        WITH f AS (
+            UPDATE tasks t SET
+                attempts = t.attempts + CASE WHEN t.status = 'assigned' THEN 1 ELSE 0 END,
+                status = %(status)s,
+                reason = CASE WHEN %(status)s = 'failed' THEN 'retrying'
+                              WHEN t.attempts + CASE WHEN t.status = 'assigned' THEN 1 ELSE 0
+                                   END >= t.max_attempts THEN 'retries_exhausted'
+                              ELSE 'not_retryable' END,
+                error = %(error)s,
+                errors = t.errors || jsonb_build_array(jsonb_build_object(
+                    'attempt', t.attempts + CASE WHEN t.status = 'assigned' THEN 1 ELSE 0 END,
+                    'error', %(error)s::text, 'at', {_ISO})),
+                not_before = {_NOW} + make_interval(secs => %(delay)s::float8),
+                finished_at = CASE WHEN %(status)s = 'dead' THEN {_NOW} END,
+                lease_token = NULL, assigned_to = NULL, lease_expires_at = NULL
+            WHERE t.id = %(id)s AND t.lease_token = %(token)s
+            RETURNING t.id
+        ), freed AS ({_FREE_SLOTS.format(src="f")})
+        SELECT count(*) FROM f""",
+    "release": f"""
+        WITH r AS (
+            UPDATE tasks t SET status = 'pending', reason = %(reason)s,
+                attempts = greatest(0, t.attempts
+                                    - CASE WHEN t.status = 'running' THEN 1 ELSE 0 END),
+                lease_token = NULL, assigned_to = NULL, lease_expires_at = NULL
+            WHERE t.id = %(id)s AND t.lease_token = %(token)s
+            RETURNING t.id
+        ), freed AS ({_FREE_SLOTS.format(src="r")})
+        SELECT count(*) FROM r""",
+    "back_off": f"""
+        WITH b AS (
+            UPDATE tasks t SET status = 'pending', reason = %(reason)s, error = %(message)s,
+                attempts = greatest(0, t.attempts
+                                    - CASE WHEN t.status = 'running' THEN 1 ELSE 0 END),
+                lease_token = NULL, assigned_to = NULL, lease_expires_at = NULL,
+                not_before = {_NOW} + make_interval(secs => %(after)s::float8)
+            WHERE t.id = %(id)s AND t.lease_token = %(token)s
+            RETURNING t.id, t.kind, t.locks
+        ), freed AS ({_FREE_SLOTS.format(src="b")}
+        ), pushed AS (
+            UPDATE limits l SET tat = greatest(l.tat, {_NOW} + make_interval(
+                secs => %(after)s::float8 + (l.burst - 1) / l.rate_per_s))
+            FROM b
+            WHERE l.rate_per_s IS NOT NULL
+              AND CASE WHEN %(resource)s::text IS NULL
+                       THEN l.name = ANY (b.locks || ('kind:' || b.kind))
+                       ELSE l.name = %(resource)s END
+        )
+        SELECT count(*) FROM b""",
+    "reclaim": f"""
+        WITH stale AS (
+            SELECT id FROM tasks
+            WHERE status IN ('assigned', 'running')
+              AND (lease_expires_at < {_NOW}
+                   OR (%(prefix)s::text IS NOT NULL
+                       AND left(assigned_to, length(%(prefix)s)) = %(prefix)s))
+            ORDER BY id
+            FOR UPDATE SKIP LOCKED
+        ), upd AS (
+            UPDATE tasks t SET
+                status = CASE WHEN t.status = 'running' AND t.attempts >= t.max_attempts
+                              THEN 'dead' ELSE 'pending' END,
+                reason = CASE WHEN t.status = 'running' AND t.attempts >= t.max_attempts
+                              THEN 'retries_exhausted' ELSE 'lease_expired' END,
+                error = CASE WHEN t.status = 'running' THEN {_EXPIRED_MESSAGE} ELSE t.error END,
+                errors = CASE WHEN t.status = 'running' THEN
+                    t.errors || jsonb_build_array(jsonb_build_object(
+                        'attempt', t.attempts, 'error', {_EXPIRED_MESSAGE}, 'at', {_ISO}))
+                    ELSE t.errors END,
+                lease_token = NULL, assigned_to = NULL, lease_expires_at = NULL,
+                finished_at = CASE WHEN t.status = 'running' AND t.attempts >= t.max_attempts
+                                   THEN {_NOW} END
+            FROM stale WHERE t.id = stale.id
+            RETURNING t.id, t.seq
+        ), freed AS ({_FREE_SLOTS.format(src="upd")}
+        ), forgotten AS (
+            DELETE FROM workers WHERE heartbeat_at < {_NOW} - interval '1 day'
+        )
+        SELECT id FROM upd ORDER BY seq""",
+    "park": f"""
+        UPDATE tasks t SET status = 'dead', finished_at = {_NOW}, reason = 'dependency_dead',
+            error = 'dependency ' || b.dep_id || ' is dead'
+        FROM (SELECT DISTINCT ON (d.task_id) d.task_id, d.dep_id
+              FROM tasks p JOIN task_deps d ON d.dep_id = p.id
+              WHERE p.status = 'dead'
+              ORDER BY d.task_id, d.dep_id) AS b
+        WHERE t.id = b.task_id AND t.status IN ('pending', 'failed')
+        RETURNING t.id""",
+    "revive": """
+        WITH RECURSIVE chosen(id) AS (
+            SELECT id FROM tasks
+            WHERE status = 'dead' AND (%(ids)s::text[] IS NULL OR id = ANY (%(ids)s))
+            UNION
+            SELECT t.id FROM chosen c
+            JOIN task_deps d ON d.dep_id = c.id
+            JOIN tasks t ON t.id = d.task_id
+            WHERE t.status = 'dead' AND t.reason = 'dependency_dead'
+        ), upd AS (
+            UPDATE tasks t SET status = 'pending', reason = 'revived', attempts = 0,
+                not_before = NULL, finished_at = NULL
+            FROM chosen c WHERE t.id = c.id
+            RETURNING t.id, t.seq
+        )
+        SELECT id FROM upd ORDER BY seq""",
+    # The task row is share-locked while the effect is recorded, so a concurrent reclaim
+    # either happens first (nothing is recorded) or waits for the commit.
+    "effect_claim": f"""
+        WITH held AS (
+            SELECT t.id FROM tasks t
+            WHERE t.id = %(id)s AND t.lease_token = %(token)s
+              AND t.status IN ('assigned', 'running')
+            FOR SHARE
+        )
+        INSERT INTO effects (key, task_id, lease_token, created_at, state)
+        SELECT %(key)s, held.id, %(token)s, {_NOW}, 'claimed' FROM held
+        ON CONFLICT (key) DO UPDATE SET lease_token = EXCLUDED.lease_token,
+            created_at = EXCLUDED.created_at
+        WHERE effects.state = 'claimed' AND effects.lease_token <> EXCLUDED.lease_token
+        RETURNING key""",
+    "effect_done": f"""
+        WITH held AS (
+            SELECT t.id FROM tasks t
+            WHERE t.id = %(id)s AND t.lease_token = %(token)s
+              AND t.status IN ('assigned', 'running')
+            FOR SHARE
+        )
+        INSERT INTO effects (key, task_id, lease_token, created_at, state)
+        SELECT %(key)s, held.id, %(token)s, {_NOW}, 'done' FROM held
+        ON CONFLICT (key) DO UPDATE SET state = 'done', lease_token = EXCLUDED.lease_token
+        RETURNING key""",
+    "finished_among": f"""
+        SELECT {COLUMNS} FROM tasks WHERE id = ANY(%(ids)s)
+          AND status IN ('completed', 'dead')""",
+    "mean_durations": """
+        SELECT kind, avg(extract(epoch FROM finished_at - started_at)) FROM tasks
+        WHERE status = 'completed' AND started_at IS NOT NULL GROUP BY kind""",
+    "stats": f"""
+        SELECT
+          (SELECT coalesce(jsonb_object_agg(status, n), '{{}}')
+           FROM (SELECT status, count(*) AS n FROM tasks
+                 WHERE %(run)s::text IS NULL OR run_id = %(run)s GROUP BY status) s),
+          (SELECT coalesce(jsonb_object_agg(assigned_to, n), '{{}}')
+           FROM (SELECT assigned_to, count(*) AS n FROM tasks
+                 WHERE status IN ('assigned', 'running') AND assigned_to IS NOT NULL
+                   AND (%(run)s::text IS NULL OR run_id = %(run)s)
+                 GROUP BY assigned_to) a),
+          (SELECT min(created_at) FROM tasks
+           WHERE status IN ('pending', 'assigned', 'running', 'failed')
+             AND (%(run)s::text IS NULL OR run_id = %(run)s)),
+          {_NOW},
+          (SELECT coalesce(jsonb_object_agg(name, extract(epoch FROM heartbeat_at)),
+                           '{{}}') FROM workers)""",
+    "worker_seen": f"""
+        INSERT INTO workers (name, kinds, concurrency, started_at, heartbeat_at)
+        VALUES (%(name)s, %(kinds)s, %(concurrency)s, {_NOW}, {_NOW})
+        ON CONFLICT (name) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at,
+            kinds = EXCLUDED.kinds, concurrency = EXCLUDED.concurrency""",
+    "worker_gone": "DELETE FROM workers WHERE name = %(name)s",
+    "step_get": """
+        SELECT run_id, key, kind, digest, result, version, created_at, seq FROM steps
+        WHERE run_id = %(run_id)s AND key = %(key)s""",
+    "step_put": f"""
+        WITH ins AS (
+            INSERT INTO steps (run_id, key, kind, version, digest, result, created_at)
+            VALUES (%(run_id)s, %(key)s, %(kind)s, %(version)s, %(digest)s,
+                    %(result)s::jsonb, {_NOW})
+            ON CONFLICT (run_id, key) DO NOTHING
+            RETURNING run_id, key, kind, digest, result, version, created_at, seq
+        )
+        SELECT true, * FROM ins
+        UNION ALL
+        SELECT false, run_id, key, kind, digest, result, version, created_at, seq FROM steps
+        WHERE run_id = %(run_id)s AND key = %(key)s AND NOT EXISTS (SELECT 1 FROM ins)""",
+    "step_list": """
+        SELECT run_id, key, kind, digest, result, version, created_at, seq FROM steps
+        WHERE run_id = %(run_id)s ORDER BY seq""",
+}
