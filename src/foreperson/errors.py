@@ -13,6 +13,7 @@
     │   ├── TaskFailed              an awaited task ended DEAD (its last error kept)
     │   ├── LeaseLost               this worker no longer holds the task's lease
     │   ├── ModelError              a model call failed; the SDK error is __cause__
+    │   ├── GuardError              a state machine's CEL expression failed on the run's data
     │   └── OutputValidationError   the model's final answer never matched the agent's output_type
     └── StoreError                  the task store failed; the driver error is __cause__
 
@@ -36,6 +37,7 @@ __all__ = [
     "ConfigurationError",
     "ForepersonError",
     "GiveUp",
+    "GuardError",
     "InputError",
     "InvalidPlan",
     "LeaseLost",
@@ -230,6 +232,22 @@ class ModelError(RunError):
         from .retry import is_retryable
 
         return is_retryable(self)
+
+
+class GuardError(RunError):
+    """A CEL guard or action value of a state machine failed on the run's data (an index
+    out of range, a null, a type the load-time check could not foresee). The library's
+    own error is kept as ``__cause__``.
+
+    Attributes:
+        expression: the CEL source.
+        state: the state whose guard or action it is.
+    """
+
+    def __init__(self, message: str, *, expression: str, state: str) -> None:
+        super().__init__(message)
+        self.expression = expression
+        self.state = state
 
 
 class OutputValidationError(RunError):

@@ -18,8 +18,7 @@ Example::
         print(t.from_state, "->", t.to_state, t.guard)
 """
 
-from ..errors import MachineSpecError, SpecProblem
-from ._cel import GuardError
+from ..errors import GuardError, MachineSpecError, SpecProblem
 from ._fields import CONTEXT_VALUE_CAP, FieldSpec
 from ._machine import Machine, MachineResult, StopReason, Transition, Write
 from ._render import render_dot, render_mermaid

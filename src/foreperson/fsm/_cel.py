@@ -16,12 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import RunError
+from ..errors import GuardError
 
 __all__ = [
     "CelSyntaxError",
     "Expression",
-    "GuardError",
     "compile_expression",
     "sample_run",
     "tokenize",
@@ -111,21 +110,6 @@ class LiteralComparison:
     name: str
     literal: str
     offset: int
-
-
-class GuardError(RunError):
-    """A CEL expression failed while the machine ran (a type the sample check could not
-    foresee, an index out of range, a division by zero, a null).
-
-    Attributes:
-        expression: the CEL source.
-        state: the state whose guard or action it is.
-    """
-
-    def __init__(self, message: str, *, expression: str, state: str) -> None:
-        super().__init__(message)
-        self.expression = expression
-        self.state = state
 
 
 @dataclass(frozen=True, eq=False)

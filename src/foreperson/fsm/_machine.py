@@ -36,10 +36,10 @@ import anyio.to_thread
 
 from ..agents import Agent
 from ..clock import Clock, IdSource, SystemClock, new_id
-from ..errors import ConfigurationError, InputError, RunError
+from ..errors import ConfigurationError, GuardError, InputError, RunError
 from ..journal import Journal, JournalDivergence, Step, request_digest
 from ..models import Usage
-from ._cel import CONTEXT, GuardError
+from ._cel import CONTEXT
 from ._fields import FieldSpec, context_block, is_set
 from ._spec import Action, Edge, MachineSpec, StateSpec, load_spec
 from ._summon import AgentSummoner, Summoner, SummonResult, Summons
