@@ -14,8 +14,8 @@ The run follows seed 003:
 * the policy caps (``maxIterations``, ``maxExchangesPerStage``,
   ``maxExchangesPerAgentPerStage``) end the run with a result and its ``stop_reason``;
 * with a store (any :class:`~foreperson.journal.Journal`), every summons' result is
-  journaled before it is used and a checkpoint is written every ``checkpointEvery``
-  transitions, so :meth:`Machine.resume` rebuilds the run from the latest checkpoint
+  journaled before the next summons is sent (and before the run returns or raises), and
+  a checkpoint is written every ``checkpointEvery`` transitions, so :meth:`Machine.resume` rebuilds the run from the latest checkpoint
   plus the summons journaled after it, and no agent is asked twice.
 """
 
@@ -26,7 +26,7 @@ import copy
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -42,7 +42,7 @@ from ..models import Usage
 from ._cel import CONTEXT
 from ._fields import FieldSpec, context_block, is_set
 from ._spec import Action, Edge, MachineSpec, StateSpec, load_spec
-from ._summon import AgentSummoner, Summoner, SummonResult, Summons
+from ._summon import AgentSummoner, Summoner, SummonResult, Summons, usage_json
 
 __all__ = ["Machine", "MachineResult", "StopReason", "Transition", "Write"]
 
@@ -117,9 +117,12 @@ class Transition:
         Returns:
             Every attribute; ``entered_at`` in ISO 8601.
         """
-        data = asdict(self)
-        data["entered_at"] = self.entered_at.isoformat()
-        return data
+        return {"index": self.index, "from_state": self.from_state,
+                "to_state": self.to_state, "guard": self.guard,
+                "writes": [{"field": w.field, "value": w.value, "by": w.by, "op": w.op}
+                           for w in self.writes],
+                "summoned": list(self.summoned), "entered_at": self.entered_at.isoformat(),
+                "duration_s": self.duration_s, "replayed": self.replayed}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Transition:
@@ -185,7 +188,7 @@ class MachineResult:
         return {"run_id": self.run_id, "machine": self.machine, "request": self.request,
                 "context": self.context, "state": self.state,
                 "stop_reason": self.stop_reason, "detail": self.detail,
-                "trace": [t.to_json() for t in self.trace], "usage": asdict(self.usage)}
+                "trace": [t.to_json() for t in self.trace], "usage": usage_json(self.usage)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> MachineResult:
@@ -333,15 +336,22 @@ class Machine:
         run = _Run(self, summoner, store, run_id, request)
         run.context = values
         if store is not None:
-            existing = await _call(store.list_steps, run_id)
-            if existing:
+            nonce = new_id()
+            start = Step(run_id, "start", _KIND_START, request_digest(self.spec.digest), {
+                "format": CHECKPOINT_FORMAT, "machine": self.spec.name,
+                "digest": self.spec.digest, "request": request, "context": values,
+                "nonce": nonce})
+
+            def begin() -> bool:
+                """In one trip to a worker thread: False when the run id is taken."""
+                if store.list_steps(run_id):
+                    return False
+                return bool(store.put_step(start).result.get("nonce") == nonce)  # first wins
+
+            if not await _call(begin):
                 raise ConfigurationError(f"run {run_id} already exists in this store: "
                                          "resume it with machine.resume(run_id, store=...), "
                                          "or start with another run_id")
-            await _call(store.put_step, Step(run_id, "start", _KIND_START,
-                                             request_digest(self.spec.digest), {
-                "format": CHECKPOINT_FORMAT, "machine": self.spec.name,
-                "digest": self.spec.digest, "request": request, "context": values}))
         run.enter(self.spec.initial_state)
         return await run.go()
 
@@ -572,6 +582,7 @@ class _Run:
         self._checkpointed = 0                  # transitions already in a checkpoint
         self.usage = Usage()
         self.recorded: dict[str, Step] = {}
+        self._pending: list[Step] = []          # journal steps not written yet (_flush)
         self._writable: dict[tuple[str, str], tuple[tuple[FieldSpec, ...],
                                                     dict[str, FieldSpec]]] = {}
         self._activation: Any = None
@@ -612,8 +623,8 @@ class _Run:
         since = self.trace[self._checkpointed:]
         self._checkpointed = len(self.trace)
         return {"format": CHECKPOINT_FORMAT, "state": self.state.name,
-                "context": self.context, "iterations": self.iterations,
-                "trace": [t.to_json() for t in since], "usage": asdict(self.usage)}
+                "context": _own(self.context), "iterations": self.iterations,
+                "trace": [t.to_json() for t in since], "usage": usage_json(self.usage)}
 
     def _set(self, name: str, value: Any, by: str, op: Literal["assign", "append"]) -> None:
         if op == "append":       # in place: the run owns its lists (see _own)
@@ -660,20 +671,52 @@ class _Run:
                 await self._satisfy()
                 self._take(self._choose())
                 if self.store is not None and self.iterations % policy.checkpoint_every == 0:
-                    await _call(self.store.put_step, Step(
+                    self._pending.append(Step(
                         self.run_id, f"checkpoint/{self.iterations}", _KIND_CHECKPOINT,
                         request_digest([self.state.name, self.iterations]), self.snapshot()))
         except _Stop as stop:
             return await self._finish(stop.reason, stop.detail)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._flush()      # what is known stays known: nobody is asked again
+            raise
         return await self._finish("completed", None)
 
     async def _finish(self, reason: StopReason, detail: str | None) -> MachineResult:
         result = MachineResult(self.run_id, self.spec.name, self.request, _own(self.context),
                                self.state.name, reason, detail, tuple(self.trace), self.usage)
         if self.store is not None:
-            await _call(self.store.put_step, Step(self.run_id, "end", _KIND_END,
-                                                  request_digest(reason), result.to_json()))
+            self._pending.append(Step(self.run_id, "end", _KIND_END, request_digest(reason),
+                                      result.to_json()))
+            await self._flush()
         return result
+
+    async def _flush(self) -> None:
+        """Write the pending steps (summons results, a checkpoint, the end) in one trip
+        to a worker thread.
+
+        Seed 003 / issue 10: no agent is asked twice. A summons' result is pending only
+        while the machine works in memory on it (writes, guards, actions, the
+        transition); it is on the journal before the next summons is sent, and before
+        the run returns or raises.
+
+        Raises:
+            RunError: another process recorded a different result for one of these
+                summons first (two processes drove the same run).
+        """
+        if not self._pending or self.store is None:
+            return
+        steps, self._pending = self._pending, []
+        store = self.store
+
+        def write() -> list[Step]:
+            return [store.put_step(step) for step in steps]
+
+        for mine, stored in zip(steps, await _call(write), strict=True):
+            if mine.kind == _KIND_SUMMONS and stored.result != mine.result:
+                raise RunError(f"run {self.run_id}: summons {mine.key!r} has another result "
+                               "in the journal, recorded first by another process driving "
+                               "the same run; resume the run from the journal")
 
     async def _satisfy(self) -> None:
         """Summon agents until every requirement of the state is present."""
@@ -740,12 +783,11 @@ class _Run:
                 raise JournalDivergence(self.run_id, summons.key, recorded.digest, digest)
             self._replayed = True
             return SummonResult.from_json(recorded.result)
+        await self._flush()                 # everything known so far, before asking anyone
         result = await self.summoner.summon(summons)
-        if self.store is not None:
-            stored = await _call(self.store.put_step, Step(
-                self.run_id, summons.key, _KIND_SUMMONS, digest, result.to_json()))
-            result = SummonResult.from_json(stored.result)   # first write wins
-        return result
+        data = result.to_json()
+        self._pending.append(Step(self.run_id, summons.key, _KIND_SUMMONS, digest, data))
+        return SummonResult.from_json(data)         # the result as the journal holds it
 
     def _apply(self, spec: FieldSpec, value: Any, by: str) -> None:
         try:

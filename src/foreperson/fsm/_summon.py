@@ -13,7 +13,7 @@ writes it made), so a summons can run anywhere: in this process
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..agents import Agent, RunContext, Tool
@@ -149,7 +149,7 @@ class SummonResult:
             ``{"writes": [[field, value], ...], "text", "usage", "stop_reason"}``.
         """
         return {"writes": [[name, value] for name, value in self.writes], "text": self.text,
-                "usage": asdict(self.usage), "stop_reason": self.stop_reason}
+                "usage": usage_json(self.usage), "stop_reason": self.stop_reason}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SummonResult:
@@ -317,3 +317,9 @@ class AgentSummoner:
             del self._writers[run_id]
         return SummonResult(writer.writes, result.text, result.usage, result.stop_reason)
 
+
+def usage_json(usage: Usage) -> dict[str, int]:
+    """``usage`` as JSON: ``model_calls``, ``input_tokens``, ``output_tokens``,
+    ``tool_calls``."""
+    return {"model_calls": usage.model_calls, "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens, "tool_calls": usage.tool_calls}
