@@ -270,7 +270,7 @@ class _AgentModel(_Edge):
 
 class _RequirementModel(_Edge):
     name: str
-    from_: str | dict[str, Any] = Field(alias="from")
+    from_: Any = Field(alias="from")        # `agent` or {agent: NAME}: checked by hand
 
 
 class _GuardModel(_Edge):
@@ -828,8 +828,9 @@ class _Checker:
                          f"{_suggest(initial, self.state_names)}; the states are: "
                          f"{_one_of(self.state_names)}")
             return
-        if not any(isinstance(raw, dict) and raw.get("terminal") is True
-                   for raw in raw_states.values()):
+        shapes_ok = all(raw is None or isinstance(raw, dict) for raw in raw_states.values())
+        if shapes_ok and not any(isinstance(raw, dict) and raw.get("terminal") is True
+                                 for raw in raw_states.values()):
             self.problem(("fsm", "states"), "no state is terminal, so a run can never end: "
                                             "mark the final state `terminal: true`", key=True)
         reached = {initial}
