@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from foreperson.agents import Agent
-from foreperson.errors import ConfigurationError
+from foreperson.errors import ConfigurationError, RunError
 from foreperson.fsm import (
     UPDATE_CONTEXT,
     GuardError,
@@ -406,3 +406,19 @@ def test_the_stage_cap_ends_the_run_with_a_result():
     assert result.stop_reason == "max_exchanges_per_stage"
     assert "maxExchangesPerStage (2) reached in state 'triage'" in (result.detail or "")
     models["supervisor"].assert_all_used()
+
+
+def test_a_result_recorded_first_by_another_process_stops_the_run():
+    store = MemoryStore()
+
+    class Racing(Instant):
+        async def summon(self, summons: Summons) -> SummonResult:
+            result = await super().summon(summons)
+            if summons.agent == "tech_agent":       # another process answers first
+                store.put_step(Step(summons.run_id, summons.key, "fsm.summons", "d",
+                                    SummonResult((("finding", "other"),)).to_json()))
+            return result
+
+    with pytest.raises(RunError, match="recorded first by another process"):
+        Machine.from_file(ROUTER).run_sync("r", summoner=Racing(two_hop_answers()),
+                                           store=store, run_id="race")

@@ -326,7 +326,8 @@ class Machine:
                 missing, an unknown or ill-typed initial context value, or a run id
                 already used in ``store``.
             GuardError: a CEL expression failed on the run's data.
-            RunError: a summoner returned a write its agent may not make.
+            RunError: a summoner returned a write its agent may not make, or another
+                process driving the same run recorded a different summons result first.
             Exception: what the summoner raised (a model error); with a store, the run
                 can be resumed.
         """
