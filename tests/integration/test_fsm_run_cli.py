@@ -73,3 +73,20 @@ def test_fsm_run_json(monkeypatch, capsys):
     assert result["context"]["notes"] == ["technical: a full image cache"]
     assert [t["to_state"] for t in result["trace"]] == ["technical", "dispatch", "synthesize",
                                                        "done"]
+
+
+def test_fsm_run_journals_to_sqlite_and_resumes(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    db = str(tmp_path / "runs.db")
+    args = ["--model", "openai:test-model", "--json", "--db", db]
+    with DeskServer() as server:
+        assert main(["fsm", "run", str(ROUTER), "--request", "crash",
+                     "--base-url", f"{server.url}/v1", *args]) == 0
+        first = json.loads(capsys.readouterr().out)
+        asked = len(server.requests)
+        # a finished run resumes to its recorded result: no model is asked again
+        assert main(["fsm", "run", str(ROUTER), "--request", "crash", "--resume",
+                     first["run_id"], "--base-url", f"{server.url}/v1", *args]) == 0
+        again = json.loads(capsys.readouterr().out)
+        assert len(server.requests) == asked
+    assert again == first

@@ -15,8 +15,9 @@ The run follows seed 003:
   ``maxExchangesPerAgentPerStage``) end the run with a result and its ``stop_reason``;
 * with a store (any :class:`~foreperson.journal.Journal`), every summons' result is
   journaled before the next summons is sent (and before the run returns or raises), and
-  a checkpoint is written every ``checkpointEvery`` transitions, so :meth:`Machine.resume` rebuilds the run from the latest checkpoint
-  plus the summons journaled after it, and no agent is asked twice.
+  a checkpoint is written every ``checkpointEvery`` transitions, so
+  :meth:`Machine.resume` rebuilds the run from the latest checkpoint plus the summons
+  journaled after it, and no agent is asked twice.
 """
 
 from __future__ import annotations
