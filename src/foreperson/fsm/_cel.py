@@ -22,6 +22,7 @@ __all__ = [
     "CelSyntaxError",
     "Expression",
     "compile_expression",
+    "sample_contexts",
     "sample_run",
     "tokenize",
 ]
@@ -289,8 +290,22 @@ def type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def sample_run(expression: Expression,
-               samples: list[dict[str, Any]]) -> tuple[list[Any], str | None]:
+def sample_contexts(samples: list[dict[str, Any]]) -> list[Any]:
+    """The CEL activations of typed sample contexts, built once for every expression
+    of a machine (see :func:`sample_run`).
+
+    Args:
+        samples: contexts holding a value of the right type for every field.
+
+    Returns:
+        One ``cel.Context`` per sample.
+    """
+    import cel
+
+    return [cel.Context(variables={CONTEXT: sample}) for sample in samples]
+
+
+def sample_run(expression: Expression, samples: list[Any]) -> tuple[list[Any], str | None]:
     """Run ``expression`` on typed sample contexts, to find type errors at load.
 
     A ``TypeError`` (no such overload), or a function CEL does not know for the given
@@ -300,7 +315,8 @@ def sample_run(expression: Expression,
 
     Args:
         expression: the compiled expression.
-        samples: contexts holding a value of the right type for every field.
+        samples: :func:`sample_contexts` of contexts holding a value of the right type
+            for every field.
 
     Returns:
         ``(values, error)``: the values it gave on the samples where it ran, and the
@@ -309,7 +325,7 @@ def sample_run(expression: Expression,
     values: list[Any] = []
     for sample in samples:
         try:
-            values.append(expression.program.execute({CONTEXT: sample}))
+            values.append(expression.program.execute(sample))
         except TypeError as exc:
             return values, _short(str(exc))
         except RuntimeError as exc:

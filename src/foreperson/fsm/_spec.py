@@ -30,7 +30,14 @@ from typing import Any, Literal, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import MachineSpecError, SpecProblem
-from ._cel import CelSyntaxError, Expression, compile_expression, sample_run, type_name
+from ._cel import (
+    CelSyntaxError,
+    Expression,
+    compile_expression,
+    sample_contexts,
+    sample_run,
+    type_name,
+)
 from ._fields import FieldSpec, Template
 from ._yaml import Located, Path, load_yaml
 
@@ -369,7 +376,7 @@ class _Checker:
         self.agent_names: dict[str, None] = {}
         self.state_names: list[str] = []
         self.states: dict[str, StateSpec] = {}
-        self._sample_cache: list[dict[str, Any]] | None = None
+        self._sample_cache: list[Any] | None = None
 
     # helpers
     def problem(self, path: Path, message: str, *, key: bool = False,
@@ -694,10 +701,10 @@ class _Checker:
             out.append(Requirement(req.name, agent, named=True))
         return out
 
-    def _samples(self) -> list[dict[str, Any]]:
+    def _samples(self) -> list[Any]:
         if self._sample_cache is None:
-            self._sample_cache = [{n: f.sample(v) for n, f in self.fields.items()}
-                                  for v in (0, 1)]
+            self._sample_cache = sample_contexts(
+                [{n: f.sample(v) for n, f in self.fields.items()} for v in (0, 1)])
         return self._sample_cache
 
     def _expression(self, source: str, path: Path, offset: int) -> Expression | None:
