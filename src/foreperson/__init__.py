@@ -4,7 +4,8 @@ The front door holds what a quickstart needs; everything else lives in subpackag
 """
 
 from .agents import Agent, Guards, Limits, tool
-from .errors import ForepersonError, GiveUp, InvalidPlan, Retry
+from .errors import ForepersonError, GiveUp, InvalidPlan, MachineSpecError, Retry
+from .fsm import Machine
 from .work import (
     App,
     MemoryStore,
@@ -25,6 +26,8 @@ __all__ = [
     "Guards",
     "InvalidPlan",
     "Limits",
+    "Machine",
+    "MachineSpecError",
     "MemoryStore",
     "Retry",
     "SqliteStore",

@@ -6,11 +6,14 @@
     ├── ConfigurationError          raised at construction or load; fix the input
     │   ├── InvalidPlan             unknown kind, unknown dependency, cycle, bad payload
     │   ├── InputError              a malformed input file (path, line)
+    │   ├── MachineSpecError        a YAML state machine that cannot run (path, line,
+    │   │                           column, and every problem of the file at once)
     │   └── MissingDependency       an optional extra is not installed
     ├── RunError                    raised while work runs
     │   ├── TaskFailed              an awaited task ended DEAD (its last error kept)
     │   ├── LeaseLost               this worker no longer holds the task's lease
     │   ├── ModelError              a model call failed; the SDK error is __cause__
+    │   ├── GuardError              a state machine's CEL expression failed on the run's data
     │   └── OutputValidationError   the model's final answer never matched the agent's output_type
     └── StoreError                  the task store failed; the driver error is __cause__
 
@@ -27,19 +30,25 @@ expectations; ``Agent.run_sync`` called inside a running event loop raises
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 __all__ = [
     "ConfigurationError",
     "ForepersonError",
     "GiveUp",
+    "GuardError",
     "InputError",
     "InvalidPlan",
     "LeaseLost",
+    "MachineSpecError",
     "MissingDependency",
     "RateLimited",
     "ModelError",
     "OutputValidationError",
     "Retry",
     "RunError",
+    "SpecProblem",
     "StoreError",
     "TaskFailed",
 ]
@@ -81,6 +90,56 @@ class InputError(ConfigurationError):
         super().__init__(f"{where}: {message}")
         self.path = path
         self.line = line
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    """One thing wrong with a machine spec, where it is.
+
+    Attributes:
+        path: the file (or the ``source`` name given for text).
+        line: 1-based line, or None when the problem has no place (an empty file).
+        column: 1-based column, or None.
+        message: what is wrong, and how to fix it.
+    """
+
+    path: str
+    line: int | None
+    column: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.path
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        return f"{where}: {self.message}"
+
+
+class MachineSpecError(ConfigurationError):
+    """A state machine spec (YAML) cannot be loaded: it is reported whole, every problem
+    of the file at once, each as ``file:line:column: what is wrong, and how to fix it``
+    (STYLE 14: a machine spec fails at load, not mid-run).
+
+    Attributes:
+        problems: every problem found, in file order.
+        path: the file of the first problem.
+        line: the first problem's 1-based line, or None.
+        column: the first problem's 1-based column, or None.
+    """
+
+    def __init__(self, problems: Sequence[SpecProblem]) -> None:
+        if not problems:
+            raise ValueError("MachineSpecError needs at least one problem")
+        self.problems = list(problems)
+        first = self.problems[0]
+        self.path = first.path
+        self.line = first.line
+        self.column = first.column
+        count = len(self.problems)
+        head = f"{count} problem{'s' if count != 1 else ''} in {first.path}"
+        super().__init__("\n".join([head, *(str(p) for p in self.problems)]))
 
 
 class MissingDependency(ConfigurationError):
@@ -173,6 +232,22 @@ class ModelError(RunError):
         from .retry import is_retryable
 
         return is_retryable(self)
+
+
+class GuardError(RunError):
+    """A CEL guard or action value of a state machine failed on the run's data (an index
+    out of range, a null, a type the load-time check could not foresee). The library's
+    own error is kept as ``__cause__``.
+
+    Attributes:
+        expression: the CEL source.
+        state: the state whose guard or action it is.
+    """
+
+    def __init__(self, message: str, *, expression: str, state: str) -> None:
+        super().__init__(message)
+        self.expression = expression
+        self.state = state
 
 
 class OutputValidationError(RunError):

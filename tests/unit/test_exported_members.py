@@ -9,7 +9,10 @@ import pytest
 
 import foreperson
 
-PACKAGES = ["foreperson", "foreperson.work", "foreperson.work.stores", "foreperson.tickets"]
+PACKAGES = [
+    "foreperson", "foreperson.work", "foreperson.work.stores", "foreperson.tickets",
+    "foreperson.fsm",
+]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

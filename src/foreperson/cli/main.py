@@ -13,7 +13,7 @@ import sys
 
 from ..errors import ConfigurationError, ForepersonError
 
-COMMAND_MODULES = ["tickets", "worker", "status", "retry", "db"]
+COMMAND_MODULES = ["tickets", "worker", "status", "retry", "db", "fsm"]
 
 
 def _version(value: bool) -> None:
