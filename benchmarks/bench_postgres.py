@@ -25,8 +25,8 @@ import time
 
 import anyio
 
-from foreperson.work.process import process_supervisor
 from foreperson.work import Task, Worker
+from foreperson.work.process import process_supervisor
 from foreperson.work.stores.postgres import PostgresStore
 
 

@@ -29,28 +29,15 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import anyio
 import typer
 
-from ..errors import ConfigurationError
 from ..work.process import AppWorker, default_worker_name, load_app, process_supervisor, serve
-from ._common import DB_HELP, DSN_HELP
+from ._common import DB_HELP, DSN_HELP, open_store
 
 log = logging.getLogger("foreperson.cli.worker")
-
-
-def _open(db: str | None, dsn: str | None, schema: str | None) -> Any:
-    if db and dsn:
-        raise ConfigurationError("give --db (SQLite) or --dsn (PostgreSQL), not both")
-    if dsn:
-        from ..work.stores.postgres import PostgresStore
-        return PostgresStore(dsn, schema=schema)
-    if db:
-        from ..work.stores.sqlite import SqliteStore
-        return SqliteStore(db)
-    raise ConfigurationError("say where the tasks are: --dsn DSN (PostgreSQL) or --db PATH")
 
 
 def worker(
@@ -90,7 +77,7 @@ def worker(
     chosen = [k.strip() for k in kinds.split(",") if k.strip()] if kinds else None
     process_worker = AppWorker(app, name or default_worker_name(), kinds=chosen,
                                concurrency=concurrency)
-    store = _open(db, dsn, schema)
+    store = open_store(db, dsn, schema=schema)
     try:
         supervisor = process_supervisor(store, process_worker, stale_after_s=stale_after,
                                         prefetch=prefetch)

@@ -170,46 +170,69 @@ async def serve(supervisor: Supervisor, *, grace_s: float = 30.0,
         True when every in-flight task finished within the grace period, False when some
         had to be released.
     """
-    store = supervisor.store
-    worker = next(iter(supervisor.workers.values()))
-    tracks = store if isinstance(store, TracksWorkers) else None
-    drained = True
-    stopping = anyio.Event()
-    hard_stop = anyio.Event()
-    run_scope = anyio.CancelScope()
+    process = _Process(supervisor, grace_s)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(process.registration)
+        if signals:
+            tg.start_soon(process.watch_signals)
+        tg.start_soon(process.enforce_grace)
+        with process.run_scope:
+            await supervisor.run(until_finished=False, idle_wait_s=idle_wait_s)
+        tg.cancel_scope.cancel()
+    await process.forget()
+    return process.drained
 
-    async def registration() -> None:
-        while tracks is not None:
+
+class _Process:
+    """The side tasks of one worker process: its heartbeat row, signals, the grace."""
+
+    def __init__(self, supervisor: Supervisor, grace_s: float) -> None:
+        self.supervisor = supervisor
+        self.grace_s = grace_s
+        self.worker = next(iter(supervisor.workers.values()))
+        store = supervisor.store
+        self.tracks = store if isinstance(store, TracksWorkers) else None
+        self.drained = True
+        self.stopping = anyio.Event()
+        self.hard_stop = anyio.Event()
+        self.run_scope = anyio.CancelScope()
+
+    async def registration(self) -> None:
+        """Record this process's heartbeat (for ``foreperson status``) while it runs."""
+        worker = self.worker
+        while self.tracks is not None:
             try:
-                await anyio.to_thread.run_sync(tracks.worker_seen, worker.name,
+                await anyio.to_thread.run_sync(self.tracks.worker_seen, worker.name,
                                                sorted(worker.can_do), worker.concurrency)
             except StoreError as exc:
                 log.warning("cannot record this worker's heartbeat: %s", exc)
-            await anyio.sleep(supervisor.heartbeat_every_s)
+            await anyio.sleep(self.supervisor.heartbeat_every_s)
 
-    async def watch_signals() -> None:
+    async def watch_signals(self) -> None:
+        """First SIGTERM/SIGINT: stop claiming; the second: give held tasks back now."""
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
             async for signum in received:
                 name = signal.Signals(signum).name
-                if not stopping.is_set():
-                    log.info("%s: stopping; in-flight tasks have %g s to finish", name, grace_s)
-                    stopping.set()
+                if not self.stopping.is_set():
+                    log.info("%s: stopping; in-flight tasks have %g s to finish", name,
+                             self.grace_s)
+                    self.stopping.set()
                 else:
                     log.info("%s again: giving held tasks back now", name)
-                    hard_stop.set()
+                    self.hard_stop.set()
 
-    async def enforce_grace() -> None:
-        nonlocal drained
-        await stopping.wait()
-        supervisor.stop()
-        with anyio.move_on_after(grace_s):
-            await hard_stop.wait()
-        drained = False
-        released = await anyio.to_thread.run_sync(supervisor.release_held)
+    async def enforce_grace(self) -> None:
+        """After a stop, wait the grace period, then release what is held and exit."""
+        await self.stopping.wait()
+        self.supervisor.stop()
+        with anyio.move_on_after(self.grace_s):
+            await self.hard_stop.wait()
+        self.drained = False
+        released = await anyio.to_thread.run_sync(self.supervisor.release_held)
         if released:
             log.warning("grace period over: released %d task(s) still held: %s",
                         len(released), released[:5])
-        run_scope.cancel()
+        self.run_scope.cancel()
         # A blocking task function cannot be interrupted; its lease is already given
         # back (any late write is refused), so do not wait for it.
         await anyio.sleep(1.0)
@@ -217,17 +240,11 @@ async def serve(supervisor: Supervisor, *, grace_s: float = 30.0,
         logging.shutdown()
         os._exit(0)
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(registration)
-        if signals:
-            tg.start_soon(watch_signals)
-        tg.start_soon(enforce_grace)
-        with run_scope:
-            await supervisor.run(until_finished=False, idle_wait_s=idle_wait_s)
-        tg.cancel_scope.cancel()
-    if tracks is not None:
+    async def forget(self) -> None:
+        """Remove this process from the worker table (it stopped cleanly)."""
+        if self.tracks is None:
+            return
         try:
-            await anyio.to_thread.run_sync(tracks.worker_gone, worker.name)
+            await anyio.to_thread.run_sync(self.tracks.worker_gone, self.worker.name)
         except StoreError as exc:  # pragma: no cover - the store went away meanwhile
             log.warning("cannot remove this worker from the worker table: %s", exc)
-    return drained

@@ -188,32 +188,21 @@ class _Listener:
     def wait(self, timeout_s: float, wanted: Callable[[str], bool]) -> bool:
         """Block until a notification whose payload ``wanted`` accepts, or ``timeout_s``
         seconds; a connection error is logged and counts as a timeout."""
-        store = self._store
-        psycopg = store._psycopg
-        from psycopg import sql
-
+        psycopg = self._store._psycopg
         deadline = time.monotonic() + timeout_s
         with self._lock:
             try:
-                if self._conn is None or self._conn.closed:
-                    if store._closed:
-                        return False
-                    conn = psycopg.connect(store.dsn, autocommit=True,
-                                           connect_timeout=max(1, int(timeout_s)))
-                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
-                    self._conn = conn
-                    if store._closed:          # closed while connecting
-                        conn.close()
-                        return False
-                while True:
+                conn = self._connection(timeout_s)
+                while conn is not None:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         return False
-                    for note in self._conn.notifies(timeout=left, stop_after=1):
+                    for note in conn.notifies(timeout=left, stop_after=1):
                         if wanted(note.payload):
                             return True
+                return False
             except psycopg.Error as exc:
-                if store._closed:              # close() ended the wait
+                if self._store._closed:              # close() ended the wait
                     return False
                 log.warning("listening on %s failed (%s); will reconnect", self.channel, exc)
                 if self._conn is not None:
@@ -221,6 +210,24 @@ class _Listener:
                 self._conn = None
                 time.sleep(max(0.0, min(deadline - time.monotonic(), 1.0)))
                 return False
+
+    def _connection(self, timeout_s: float) -> Any:
+        """The listening connection, opened when missing; None once the store closed."""
+        store = self._store
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        if store._closed:
+            return None
+        from psycopg import sql
+
+        conn = store._psycopg.connect(store.dsn, autocommit=True,
+                                      connect_timeout=max(1, int(timeout_s)))
+        conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+        self._conn = conn
+        if store._closed:          # closed while connecting
+            conn.close()
+            return None
+        return conn
 
     def close(self) -> None:
         """Close the connection (ends a wait in progress)."""
