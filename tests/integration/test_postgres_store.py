@@ -349,6 +349,7 @@ def test_raising_rate_limited_does_not_burn_an_attempt(stores):
 
 def test_wait_for_work_wakes_on_a_new_task_from_another_machine(stores):
     a, b = stores(2)
+    assert a.wait_for_work({"x"}, 0.05) is True   # just started listening: look once
     assert a.wait_for_work({"x"}, 0.05) is False          # listening from now on
     b.add([Task("y")])
     assert a.wait_for_work({"x"}, 0.3) is False           # another kind: keep sleeping
@@ -370,8 +371,9 @@ def test_an_idle_worker_is_woken_by_notify_not_by_polling(stores):
                                                                  idle_wait_s=60))
     thread.start()
     try:
-        wait_until(lambda: supervisor._loop is not None and supervisor._loop.history,
-                   timeout=10, what="the worker to go idle")
+        b.add([Task("x", id="first")])                   # the loop runs, then idles
+        wait_until(lambda: b.get("first").status is Status.COMPLETED, timeout=10,
+                   what="the worker to run its first task")
         b.add([Task("x", id="late")])
         wait_until(lambda: b.get("late").status is Status.COMPLETED, timeout=5,
                    what="the idle worker to wake up (it polls only every 60 s)")

@@ -187,12 +187,16 @@ class _Listener:
 
     def wait(self, timeout_s: float, wanted: Callable[[str], bool]) -> bool:
         """Block until a notification whose payload ``wanted`` accepts, or ``timeout_s``
-        seconds; a connection error is logged and counts as a timeout."""
+        seconds; a connection error is logged and counts as a timeout. Right after the
+        connection is (re)opened it returns True at once: what was notified while nobody
+        listened is lost, so the caller should look."""
         psycopg = self._store._psycopg
         deadline = time.monotonic() + timeout_s
         with self._lock:
             try:
-                conn = self._connection(timeout_s)
+                if self._conn is None or self._conn.closed:
+                    return self._connection(timeout_s) is not None
+                conn = self._conn
                 while conn is not None:
                     left = deadline - time.monotonic()
                     if left <= 0:
