@@ -240,12 +240,8 @@ class Dispatcher:
         for slot in free:
             room = min(slot.capacity - slot.active, self.claim_batch)
             now = min(self._idle_consumers(slot), room) if start else 0
-            if now:
-                claimed += store.claim(slot.name, slot.can_do, now, start=True,
-                                       lease_s=self.lease_s)
-            if room - now:
-                claimed += store.claim(slot.name, slot.can_do, room - now, start=False,
-                                       lease_s=self.lease_s)
+            claimed += store.claim(slot.name, slot.can_do, room, start=now,
+                                   lease_s=self.lease_s)
         return claimed
 
     def _place(self, store: TaskStore, free: list[WorkerSlot], start: bool) -> list[Task]:
@@ -260,10 +256,7 @@ class Dispatcher:
         for task_id, name, _ in self._pick(store, ready, room):
             (now if idle.get(name, 0) > 0 else later).append((task_id, name))
             idle[name] = idle.get(name, 0) - 1
-        claimed = store.assign(now, start=True, lease_s=self.lease_s) if now else []
-        if later:
-            claimed += store.assign(later, start=False, lease_s=self.lease_s)
-        return claimed
+        return store.assign(now + later, start=len(now), lease_s=self.lease_s)
     def _pick(self, store: TaskStore, ready: Iterable[Task],
               room: int) -> list[tuple[str, str, float]]:
         """Choose a worker per task; the load is counted only while choosing."""

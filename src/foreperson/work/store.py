@@ -107,14 +107,15 @@ class TaskStore(Protocol):
         ``not_before``, every dependency COMPLETED, none of their locks held."""
         ...
 
-    def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool = False,
+    def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool | int = False,
                lease_s: float = 90.0) -> list[Task]:
         """Claim specific tasks for specific workers: ``[(task_id, worker), …]``.
 
         Each task that is still ready becomes ASSIGNED with a new lease token, its
         locks held and a lease of its own ``stale_after`` (else ``lease_s``) seconds;
         the others are skipped. With ``start=True`` it goes straight to RUNNING and the
-        attempt is counted (see :mod:`~foreperson.work.policy`).
+        attempt is counted (see :mod:`~foreperson.work.policy`); with a number N, the
+        first N pairs do and the rest are prefetched.
 
         Returns:
             the claimed tasks, with their lease tokens.
@@ -122,8 +123,9 @@ class TaskStore(Protocol):
         ...
 
     def claim(self, worker: str, kinds: Collection[str], limit: int, *,
-              start: bool = False, lease_s: float = 90.0) -> list[Task]:
-        """``ready`` + ``assign`` in one atomic step, for workers that pull."""
+              start: bool | int = False, lease_s: float = 90.0) -> list[Task]:
+        """``ready`` + ``assign`` in one atomic step, for workers that pull; with ``start``
+        a number N, the first N tasks claimed (queue order) start at once."""
         ...
 
     def start(self, task_id: str, token: str) -> bool:

@@ -75,7 +75,7 @@ Q: dict[str, str] = {
           AND (%(run)s::text IS NULL OR run_id = %(run)s)
         ORDER BY seq LIMIT %(limit)s""",
     "ready": """
-        SELECT id FROM claim_tasks('', %(kinds)s, NULL, %(limit)s, false, %(now)s, 1.0)""",
+        SELECT id FROM claim_tasks('', %(kinds)s, NULL, %(limit)s, 0, %(now)s, 1.0)""",
     "claim": f"""
         SELECT {COLUMNS} FROM claim_tasks(%(worker)s, %(kinds)s, %(ids)s, %(limit)s,
                                           %(start)s, %(now)s, %(lease)s) ORDER BY seq""",

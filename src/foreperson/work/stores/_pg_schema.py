@@ -447,22 +447,25 @@ CREATE TRIGGER tasks_finished AFTER UPDATE OF status ON tasks
 DROP FUNCTION claim_tasks(text, text[], text[], integer, boolean, timestamptz);
 """
 
-# The claim of version 3: as version 2, but the attempt is counted when the task starts
-# (``p_start``, or later by ``start``), and the lease (``lease_s`` seconds: the task's
-# own ``stale_after``, else ``p_lease``) is stored with its expiry.
+# The claim of version 3: as version 2, but the first ``p_start`` tasks claimed (in
+# queue order) start at once (RUNNING, the attempt counted) and the others are
+# prefetched (ASSIGNED, counted later by ``start``), and the lease (``lease_s`` seconds:
+# the task's own ``stale_after``, else ``p_lease``) is stored with its expiry.
 _CLAIM_V3 = _CLAIM_V2.replace(
     "CREATE OR REPLACE FUNCTION claim_tasks(p_worker text, p_kinds text[], p_ids text[],\n"
     "                                       p_limit integer, p_start boolean, p_now timestamptz)",
     "CREATE FUNCTION claim_tasks(p_worker text, p_kinds text[], p_ids text[],\n"
-    "                            p_limit integer, p_start boolean, p_now timestamptz,\n"
+    "                            p_limit integer, p_start integer, p_now timestamptz,\n"
     "                            p_lease double precision)").replace(
     """        attempts = t.attempts + 1,
         heartbeat_at = v_now,""",
     """        attempts = t.attempts + CASE WHEN p_start THEN 1 ELSE 0 END,
         heartbeat_at = v_now,
         lease_s = coalesce(t.stale_after, p_lease),
-        lease_expires_at = v_now + make_interval(secs => coalesce(t.stale_after, p_lease)),""")
-assert "p_lease double precision" in _CLAIM_V3 and "lease_expires_at = v_now" in _CLAIM_V3
+        lease_expires_at = v_now + make_interval(secs => coalesce(t.stale_after, p_lease)),"""
+).replace("WHEN p_start THEN", "WHEN array_position(v_ids, t.id) <= p_start THEN")
+assert "p_lease double precision" in _CLAIM_V3 and "<= p_start THEN" in _CLAIM_V3
+assert "WHEN p_start THEN" not in _CLAIM_V3
 
 MIGRATIONS: list[str] = [
     # 0 -> 1

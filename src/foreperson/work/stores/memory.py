@@ -134,16 +134,18 @@ class MemoryStore:
                     out.append(copy.deepcopy(task))
             return out
 
-    def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool = False,
+    def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool | int = False,
                lease_s: float = 90.0) -> list[Task]:
         """See :meth:`TaskStore.assign`."""
+        starting = start if not isinstance(start, bool) else (len(pairs) if start else 0)
         with self._lock:
             now = self._now()
             out = []
-            for task_id, worker in pairs:
+            for n, (task_id, worker) in enumerate(pairs):
                 task = self._tasks.get(task_id)
                 if task is None or not self._is_ready(task, now):
                     continue
+                start = n < starting
                 for lock in task.locks:
                     self._held[lock] = task.id
                 lease = task.stale_after or lease_s
@@ -160,11 +162,13 @@ class MemoryStore:
             return out
 
     def claim(self, worker: str, kinds: Collection[str], limit: int, *,
-              start: bool = False, lease_s: float = 90.0) -> list[Task]:
+              start: bool | int = False, lease_s: float = 90.0) -> list[Task]:
         """See :meth:`TaskStore.claim`."""
         with self._lock:
-            return self.assign([(t.id, worker) for t in self.ready(kinds, limit)],
-                               start=start, lease_s=lease_s)
+            ready = self.ready(kinds, limit)
+            starting = start if not isinstance(start, bool) else (len(ready) if start else 0)
+            return self.assign([(t.id, worker) for t in ready], start=starting,
+                               lease_s=lease_s)
 
     def start(self, task_id: str, token: str) -> bool:
         """See :meth:`TaskStore.start`."""

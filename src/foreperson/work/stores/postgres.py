@@ -105,6 +105,13 @@ def _row_to_task(row: Sequence[Any]) -> Task:
     )
 
 
+def _starting(start: bool | int, count: int) -> int:
+    """How many of ``count`` claims start at once (``start``: all, none, or a number)."""
+    if isinstance(start, bool):
+        return count if start else 0
+    return max(0, min(int(start), count))
+
+
 def _row_to_step(row: Sequence[Any]) -> Step:
     run_id, key, kind, digest, result, version, created_at, seq = row
     return Step(run_id, key, kind, digest, result, version, _utc(created_at), seq)
@@ -553,19 +560,21 @@ class PostgresStore:
             cur.execute(Q["get_many"], {"ids": ids})
             return [_row_to_task(r) for r in cur.fetchall()]
 
-    def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool = False,
+    def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool | int = False,
                lease_s: float = 90.0) -> list[Task]:
-        """See :meth:`TaskStore.assign`."""
+        """See :meth:`TaskStore.assign`. One ``claim_tasks`` call per worker (two when
+        some of its tasks start at once and some are prefetched)."""
         if not pairs:
             return []
-        by_worker: dict[str, list[str]] = {}
-        for task_id, worker in pairs:
-            by_worker.setdefault(worker, []).append(task_id)
+        starting = _starting(start, len(pairs))
+        groups: dict[tuple[str, bool], list[str]] = {}
+        for n, (task_id, worker) in enumerate(pairs):
+            groups.setdefault((worker, n < starting), []).append(task_id)
         claimed: dict[str, Task] = {}
         with self._cursor(transaction=True) as cur:
-            for worker, ids in by_worker.items():
+            for (worker, now), ids in groups.items():
                 cur.execute(Q["claim"], {"worker": worker, "kinds": None, "ids": ids,
-                                         "limit": len(ids), "start": start,
+                                         "limit": len(ids), "start": len(ids) if now else 0,
                                          "now": self._now(), "lease": float(lease_s)})
                 for row in cur.fetchall():
                     task = _row_to_task(row)
@@ -573,7 +582,7 @@ class PostgresStore:
         return [claimed[task_id] for task_id, _ in pairs if task_id in claimed]
 
     def claim(self, worker: str, kinds: Collection[str], limit: int, *,
-              start: bool = False, lease_s: float = 90.0) -> list[Task]:
+              start: bool | int = False, lease_s: float = 90.0) -> list[Task]:
         """See :meth:`TaskStore.claim`. One statement (``claim_tasks``): ready tasks of
         ``kinds`` in insertion order, ``FOR UPDATE SKIP LOCKED``, with their lock slots
         and rate tokens taken and fresh lease tokens."""
@@ -581,8 +590,8 @@ class PostgresStore:
         if not kinds or limit <= 0:
             return []
         return [_row_to_task(r) for r in self._run("claim", {
-            "worker": worker, "kinds": kinds, "ids": None, "limit": limit, "start": start,
-            "lease": float(lease_s)})]
+            "worker": worker, "kinds": kinds, "ids": None, "limit": limit,
+            "start": _starting(start, limit), "lease": float(lease_s)})]
 
     def start(self, task_id: str, token: str) -> bool:
         """See :meth:`TaskStore.start`."""

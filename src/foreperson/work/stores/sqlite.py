@@ -228,6 +228,13 @@ def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
     return StoreError(f"{path}: {exc}", transient=isinstance(exc, sqlite3.OperationalError))
 
 
+def _starting(start: bool | int, count: int) -> int:
+    """How many of ``count`` claims start at once (``start``: all, none, or a number)."""
+    if isinstance(start, bool):
+        return count if start else 0
+    return max(0, min(int(start), count))
+
+
 def _iso(epoch: float) -> str:
     when = from_epoch(epoch)
     assert when is not None
@@ -479,56 +486,60 @@ class SqliteStore:
                            [(lk, task_id) for lk in dict.fromkeys(task.locks)])
         return task
 
-    def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool = False,
+    def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool | int = False,
                lease_s: float = 90.0) -> list[Task]:
         """See :meth:`TaskStore.assign`."""
         if not pairs:
             return []
         with self._tx() as db:
-            return self._take_many(db, pairs, self.clock.now(), start, lease_s)
+            return self._take_many(db, pairs, self.clock.now(), _starting(start, len(pairs)),
+                                   lease_s)
 
     def _take_many(self, db: sqlite3.Connection, pairs: Sequence[tuple[str, str]],
-                   now: float, start: bool, lease_s: float) -> list[Task]:
-        """Claim many tasks: those without locks in one statement, the rest one by one
-        (a lock must be held before the next task that shares it is checked)."""
+                   now: float, starting: int, lease_s: float) -> list[Task]:
+        """Claim many tasks, the first ``starting`` of ``pairs`` RUNNING: those without
+        locks in one statement, the rest one by one (a lock must be held before the next
+        task that shares it is checked)."""
         taken: dict[str, Task] = {}
-        ready = _READY.replace(":now", "?2")
-        for i in range(0, len(pairs), 300):
-            chunk = pairs[i:i + 300]
-            values = ",".join(f"(?{3 * k + 4}, ?{3 * k + 5}, ?{3 * k + 6})"
+        ready = _READY.replace(":now", "?1")
+        for i in range(0, len(pairs), 250):
+            chunk = pairs[i:i + 250]
+            values = ",".join(f"(?{4 * k + 3}, ?{4 * k + 4}, ?{4 * k + 5}, ?{4 * k + 6})"
                               for k in range(len(chunk)))
-            params: list[Any] = ["running" if start else "assigned", now, lease_s]
-            for task_id, worker in chunk:
-                params += [task_id, worker, uuid.uuid4().hex]
+            params: list[Any] = [now, lease_s]
+            for n, (task_id, worker) in enumerate(chunk, start=i):
+                params += [task_id, worker, uuid.uuid4().hex, int(n < starting)]
             for row in db.execute(
-                    f"WITH claims(id, worker, token) AS (VALUES {values}) "
-                    "UPDATE tasks AS t SET status = ?1, attempts = attempts + (?1 = 'running'), "
-                    "heartbeat_at = ?2, "
-                    "lease_s = coalesce(t.stale_after, ?3), "
-                    "lease_expires_at = ?2 + coalesce(t.stale_after, ?3), "
-                    "assigned_to = (SELECT c.worker FROM claims c WHERE c.id = t.id), "
-                    "lease_token = (SELECT c.token FROM claims c WHERE c.id = t.id), "
-                    "started_at = CASE WHEN ?1 = 'running' THEN ?2 ELSE started_at END "
-                    f"WHERE t.id IN (SELECT id FROM claims) AND t.locks = '[]' AND {ready} "
-                    f"RETURNING {_COLUMNS}", params):
+                    f"WITH claims(id, worker, token, start) AS (VALUES {values}) "
+                    "UPDATE tasks AS t SET "
+                    "status = CASE WHEN c.start THEN 'running' ELSE 'assigned' END, "
+                    "attempts = t.attempts + c.start, heartbeat_at = ?1, "
+                    "lease_s = coalesce(t.stale_after, ?2), "
+                    "lease_expires_at = ?1 + coalesce(t.stale_after, ?2), "
+                    "assigned_to = c.worker, lease_token = c.token, "
+                    "started_at = CASE WHEN c.start THEN ?1 ELSE t.started_at END "
+                    f"FROM claims c WHERE t.id = c.id AND t.locks = '[]' AND {ready} "
+                    f"RETURNING {_COLUMNS}",
+                    params):
                 taken[row[0]] = _row_to_task(row)
         out = []
-        for task_id, worker in pairs:
-            task = taken.get(task_id) or self._take(db, task_id, worker, now, start, lease_s)
+        for n, (task_id, worker) in enumerate(pairs):
+            task = taken.get(task_id) or self._take(db, task_id, worker, now, n < starting,
+                                                    lease_s)
             if task is not None:
                 out.append(task)
         return out
 
     def claim(self, worker: str, kinds: Collection[str], limit: int, *,
-              start: bool = False, lease_s: float = 90.0) -> list[Task]:
+              start: bool | int = False, lease_s: float = 90.0) -> list[Task]:
         """See :meth:`TaskStore.claim`."""
         if limit <= 0:
             return []
         with self._tx() as db:
             now = self.clock.now()
             rows = self._ready_rows(db, kinds, limit, now)
-            return self._take_many(db, [(row[0], worker) for row in rows], now, start,
-                                   lease_s)
+            return self._take_many(db, [(row[0], worker) for row in rows], now,
+                                   _starting(start, len(rows)), lease_s)
 
     def start(self, task_id: str, token: str) -> bool:
         """See :meth:`TaskStore.start`."""
@@ -536,32 +547,47 @@ class SqliteStore:
         return cur.rowcount == 1
 
     def start_many(self, leases: Mapping[str, str]) -> set[str]:
-        """See :meth:`TaskStore.start_many`."""
+        """See :meth:`TaskStore.start_many`. One statement per 400 leases."""
         if not leases:
             return set()
         with self._tx() as db:
             now = self.clock.now()
-            lost = set()
-            for task_id, token in leases.items():
-                if db.execute(Q["start"], {"now": now, "id": task_id,
-                                           "token": token}).rowcount != 1:
-                    lost.add(task_id)
-            return lost
+            started: set[str] = set()
+            items = list(leases.items())
+            for i in range(0, len(items), 400):
+                chunk = items[i:i + 400]
+                values = ",".join("(?, ?)" for _ in chunk)
+                rows = db.execute(
+                    f"WITH l(id, token) AS (VALUES {values}) "
+                    "UPDATE tasks SET status = 'running', started_at = ?, heartbeat_at = ?, "
+                    "attempts = attempts + (status = 'assigned'), "
+                    "lease_expires_at = ? + lease_s "
+                    "WHERE (id, lease_token) IN (SELECT id, token FROM l) RETURNING id",
+                    [v for pair in chunk for v in pair] + [now, now, now]).fetchall()
+                started.update(r[0] for r in rows)
+            return set(leases) - started
 
     def complete_many(self, items: Sequence[tuple[str, str, Any]]) -> set[str]:
-        """See :meth:`TaskStore.complete_many`."""
+        """See :meth:`TaskStore.complete_many`. One statement per 300 results."""
         encoded = [(task_id, token, json.dumps(result)) for task_id, token, result in items]
         stored: set[str] = set()
         with self._tx() as db:
             now = self.clock.now()
-            for task_id, token, result in encoded:
-                row = db.execute(Q["complete"], {"result": result, "now": now, "id": task_id,
-                                                 "token": token}).fetchone()
-                if row is None:
-                    continue
-                stored.add(task_id)
-                if row[0] != "[]":
-                    db.execute(Q["free_locks"], {"id": task_id})
+            for i in range(0, len(encoded), 300):
+                chunk = encoded[i:i + 300]
+                values = ",".join("(?, ?, ?)" for _ in chunk)
+                rows = db.execute(
+                    f"WITH l(id, token, result) AS (VALUES {values}) "
+                    "UPDATE tasks SET status = 'completed', error = NULL, reason = NULL, "
+                    "finished_at = ?, lease_token = NULL, lease_expires_at = NULL, "
+                    "attempts = attempts + (status = 'assigned'), "
+                    "result = (SELECT l.result FROM l WHERE l.id = tasks.id) "
+                    "WHERE (id, lease_token) IN (SELECT id, token FROM l) RETURNING id, locks",
+                    [v for triple in chunk for v in triple] + [now]).fetchall()
+                for task_id, locks in rows:
+                    stored.add(task_id)
+                    if locks != "[]":
+                        db.execute(Q["free_locks"], {"id": task_id})
             return stored
 
     def heartbeat(self, leases: Mapping[str, str]) -> set[str]:
