@@ -20,7 +20,8 @@ from pathlib import Path
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]   # this tree, not an installed foreperson
 
 from tests.fakes.anthropic_server import message  # noqa: E402
 from tests.fakes.openai_server import chat_completion  # noqa: E402

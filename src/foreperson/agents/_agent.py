@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import aclosing
 from typing import Any, Generic, TypeVar
 
-import anyio
 from pydantic import BaseModel
 
 from ..errors import ConfigurationError
@@ -220,8 +219,12 @@ class Agent(Generic[OutputT]):
     ) -> RunResult[OutputT]:
         """:meth:`run` for code without an event loop (scripts, the CLI, worker threads).
 
-        Runs in a new event loop and, at the end, closes the model's connections of
-        that loop (they cannot be reused from another loop); the model stays usable.
+        The run goes to one long-lived event loop in a background thread, shared by every
+        blocking call of the process (:func:`foreperson.models.run_blocking`), so the
+        model's client and its pooled connections are made once and reused by later
+        calls, from any thread. They are closed at interpreter exit (or by
+        :func:`foreperson.models.shutdown_blocking_loop`). Context variables of the
+        calling thread are visible to the run; an interrupted wait (Ctrl-C) cancels it.
 
         Args:
             prompt, user_id, run_id, message_history: as :meth:`run`.
@@ -234,6 +237,8 @@ class Agent(Generic[OutputT]):
                 ``await agent.run(...)`` there).
             ModelError, OutputValidationError: as :meth:`run`.
         """
+        from ..models import run_blocking
+
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -244,18 +249,12 @@ class Agent(Generic[OutputT]):
                 "use `await agent.run(...)` instead"
             )
 
-        async def run_and_release() -> RunResult[OutputT]:
-            try:
-                return await self.run(
-                    prompt, user_id=user_id, run_id=run_id, message_history=message_history
-                )
-            finally:
-                # the model's connections belong to this loop, which ends here
-                close = getattr(self.model, "aclose", None)
-                if close is not None:
-                    await close()
+        async def run() -> RunResult[OutputT]:
+            return await self.run(
+                prompt, user_id=user_id, run_id=run_id, message_history=message_history
+            )
 
-        return anyio.run(run_and_release)
+        return run_blocking(run, close_at_exit=self.model)
 
     async def stream(
         self,
