@@ -383,7 +383,7 @@ def test_an_unreachable_base_url_fails_with_what_to_check() -> None:
     with pytest.raises(ConfigurationError, match=r"cannot connect to 127\.0\.0\.1.*running"):
         check_reachable(url)
     model = infer_model("openai:llama", url)
-    with pytest.raises(ConfigurationError, match=rf"model server {url}: cannot connect"):
+    with pytest.raises(ConfigurationError, match=rf"{url} is not reachable: cannot connect"):
         check_reachable(model)         # through the RetryingModel to its provider
 
 

@@ -171,7 +171,7 @@ def check_reachable(target: Any, *, timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     """
     if isinstance(target, str):
         url: str | None = target
-        what = f"--base-url {target}"
+        what = f"model server {target}"
     else:
         provider = target if isinstance(target, Provider) else _provider_of(target)
         url = provider.endpoint if provider is not None else None
@@ -194,18 +194,18 @@ def check_reachable(target: Any, *, timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
         socket.create_connection((host, port), timeout=timeout_s).close()
     except socket.gaierror as exc:
         raise ConfigurationError(
-            f"{what}: cannot resolve {host!r}{via} ({exc.strerror or exc}); is this "
-            "machine online, and is the host name right?"
+            f"{what} is not reachable: cannot resolve {host!r}{via} "
+            f"({exc.strerror or exc}); is this machine online, and is the host name right?"
         ) from None
     except TimeoutError:
         raise ConfigurationError(
-            f"{what}: no answer from {host}:{port}{via} within {timeout_s:g} s; is the "
-            "network (or a firewall) letting it through?"
+            f"{what} is not reachable: no answer from {host}:{port}{via} within "
+            f"{timeout_s:g} s; is the network (or a firewall) letting it through?"
         ) from None
     except OSError as exc:
         raise ConfigurationError(
-            f"{what}: cannot connect to {host}:{port}{via} ({exc.strerror or exc}); is "
-            "the server running?"
+            f"{what} is not reachable: cannot connect to {host}:{port}{via} "
+            f"({exc.strerror or exc}); is the server running?"
         ) from None
 
 
