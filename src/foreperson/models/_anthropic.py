@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigurationError, MissingDependency, ModelError
@@ -28,6 +28,7 @@ from ._messages import (
 from ._provider import (
     DEFAULT_TIMEOUT_S,
     Provider,
+    merge_extra_body,
     timeout_for,
     timeout_note,
     unsupported_request,
@@ -69,6 +70,9 @@ class AnthropicProvider(Provider):
             of them). ``ModelSettings(timeout_s=)`` overrides it per request.
         client: an ``anthropic.AsyncAnthropic`` to use as is, on one event loop
             (``api_key``, ``base_url`` and ``timeout_s`` are then ignored).
+        extra_body: fields merged into every request's JSON body (sampling options of
+            a local server, say), below what a request sets itself; default
+            ``$FOREPERSON_MODEL_EXTRA_BODY`` (a JSON object), else none.
 
     Raises:
         MissingDependency: the ``anthropic`` extra is not installed.
@@ -85,9 +89,10 @@ class AnthropicProvider(Provider):
         base_url: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         client: Any = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         if client is not None:
-            super().__init__(None, client)
+            super().__init__(None, client, extra_body=extra_body)
             self.base_url: str | None = str(client.base_url)
             return
         anthropic = _import_anthropic()
@@ -105,7 +110,7 @@ class AnthropicProvider(Provider):
                 api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
             )
 
-        super().__init__(factory)
+        super().__init__(factory, extra_body=extra_body)
 
     @property
     def endpoint(self) -> str:
@@ -272,14 +277,11 @@ class AnthropicModel(ModelBase):
                     "schema": _closed_objects(output_schema(params.output_type)),
                 }
             }
-        extra_body: dict[str, Any] = {}
         if settings.temperature is not None:
             # this SDK no longer has a temperature argument; models that take it still
             # read it from the body
-            extra_body["temperature"] = settings.temperature
-        extra_body.update(settings.extra_body or {})
-        if extra_body:
-            kwargs["extra_body"] = extra_body
+            kwargs["extra_body"] = {"temperature": settings.temperature}
+        merge_extra_body(kwargs, self.provider.extra_body, settings.extra_body)
         if settings.timeout_s is not None:
             kwargs["timeout"] = settings.timeout_s
         return kwargs

@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -47,6 +47,7 @@ from ._profiles import (
 from ._provider import (
     DEFAULT_TIMEOUT_S,
     Provider,
+    merge_extra_body,
     timeout_for,
     timeout_note,
     unsupported_request,
@@ -90,6 +91,9 @@ class OpenAIProvider(Provider):
             5 of them). ``ModelSettings(timeout_s=)`` overrides it per request.
         client: an ``openai.AsyncOpenAI`` to use as is, on one event loop (``api_key``,
             ``base_url`` and ``timeout_s`` are then ignored).
+        extra_body: fields merged into every request's JSON body (sampling options of
+            a local server, say), below what a request sets itself; default
+            ``$FOREPERSON_MODEL_EXTRA_BODY`` (a JSON object), else none.
         profile: the server's profile, by name (``"openai"``, ``"openai-compatible"``,
             ``"llama-cpp-python"``) or as a :class:`~foreperson.models.ModelProfile`.
             Default: ``"openai"`` for OpenAI's own API, else detected from the server's
@@ -112,10 +116,11 @@ class OpenAIProvider(Provider):
         timeout_s: float = DEFAULT_TIMEOUT_S,
         client: Any = None,
         profile: str | ModelProfile | None = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         self._profile: ModelProfile | None = None if profile is None else get_profile(profile)
         if client is not None:
-            super().__init__(None, client)
+            super().__init__(None, client, extra_body=extra_body)
             self.base_url: str | None = str(client.base_url)
             self.custom_server = _is_custom(self.base_url)
             self._set_default_profile()
@@ -142,7 +147,7 @@ class OpenAIProvider(Provider):
                 api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
             )
 
-        super().__init__(factory)
+        super().__init__(factory, extra_body=extra_body)
 
     def _set_default_profile(self) -> None:
         if self._profile is None and not self.custom_server:
@@ -369,8 +374,7 @@ class OpenAIChatModel(ModelBase):
             kwargs["temperature"] = settings.temperature
         if settings.timeout_s is not None:
             kwargs["timeout"] = settings.timeout_s
-        if settings.extra_body:
-            kwargs["extra_body"] = dict(settings.extra_body)
+        merge_extra_body(kwargs, self.provider.extra_body, settings.extra_body)
         return kwargs
 
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import socket
 import threading
 import urllib.request
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,6 +30,7 @@ from ..errors import ConfigurationError
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_S",
     "DEFAULT_TIMEOUT_S",
+    "EXTRA_BODY_ENV",
     "Provider",
     "check_reachable",
 ]
@@ -42,7 +44,40 @@ request with ``ModelSettings(timeout_s=)``."""
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
 """Seconds to open a TCP connection (the SDKs' default too); at most the request timeout."""
 
+EXTRA_BODY_ENV = "FOREPERSON_MODEL_EXTRA_BODY"
+"""Environment variable: a JSON object merged into every request body of a provider
+built without ``extra_body=`` (e.g. ``{"temperature": 0, "max_tokens": 256}`` for the
+ticket job on a local server, whose default is to write until its context is full)."""
+
 _pending: set[asyncio.Future[Any]] = set()   # closes scheduled by collected providers
+
+
+def _extra_body(given: Mapping[str, Any] | None) -> dict[str, Any]:
+    if given is not None:
+        return dict(given)
+    raw = os.environ.get(EXTRA_BODY_ENV, "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigurationError(f"${EXTRA_BODY_ENV} is not JSON ({exc}); give an object "
+                                 'such as {"temperature": 0}') from None
+    if not isinstance(value, dict):
+        raise ConfigurationError(f"${EXTRA_BODY_ENV} must be a JSON object such as "
+                                 f'{{"temperature": 0}}, got {type(value).__name__}')
+    return value
+
+
+def merge_extra_body(kwargs: dict[str, Any], provider_extra: Mapping[str, Any],
+                     request_extra: Mapping[str, Any] | None) -> None:
+    """Put the extra body fields into an SDK call's ``kwargs``: the provider's defaults
+    yield to what the request sets (its arguments and ``ModelSettings.extra_body``)."""
+    merged = {k: v for k, v in provider_extra.items() if k not in kwargs}
+    merged.update(kwargs.get("extra_body") or {})
+    merged.update(request_extra or {})
+    if merged:
+        kwargs["extra_body"] = merged
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -77,19 +112,25 @@ class Provider:
     Args:
         factory: builds a new SDK client (called at most once per event loop).
         client: a client to use as is, in every loop (the caller keeps it on one loop).
+        extra_body: fields merged into every request's JSON body, below what a request
+            sets itself; default ``$FOREPERSON_MODEL_EXTRA_BODY`` (a JSON object), else
+            none.
 
     Raises:
-        ConfigurationError: neither ``factory`` nor ``client`` was given.
+        ConfigurationError: neither ``factory`` nor ``client`` was given, or
+            ``$FOREPERSON_MODEL_EXTRA_BODY`` is not a JSON object.
     """
 
     name = "provider"
 
-    def __init__(self, factory: Callable[[], Any] | None, client: Any = None) -> None:
+    def __init__(self, factory: Callable[[], Any] | None, client: Any = None, *,
+                 extra_body: Mapping[str, Any] | None = None) -> None:
         if factory is None and client is None:
             raise ConfigurationError(
                 f"{type(self).__name__}: give it an SDK client (client=...) or let it build "
                 "one from api_key= / base_url="
             )
+        self.extra_body: dict[str, Any] = _extra_body(extra_body)
         self._factory = factory
         self._fixed = client
         self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
