@@ -546,3 +546,31 @@ def test_tool_results_as_user_messages_name_the_call() -> None:
     assert '[id c2] failed:\nno such order' in text
     tool_role = _wire_messages(messages, get_profile("openai-compatible"))
     assert [m["role"] for m in tool_role] == ["user", "assistant", "tool", "tool"]
+
+
+# --- the settings passthrough (issue 8 item 14) -----------------------------------------
+
+
+def test_provider_extra_body_yields_to_what_the_request_sets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from foreperson.models import ModelSettings, OpenAIProvider, get_profile
+
+    monkeypatch.setenv("FOREPERSON_MODEL_EXTRA_BODY", '{"temperature": 0, "top_k": 5}')
+    model = OpenAIChatModel("m", provider=OpenAIProvider(base_url="http://127.0.0.1:9/v1"))
+    params = ModelRequestParameters(settings=ModelSettings(temperature=0.7,
+                                                           extra_body={"seed": 3}))
+    kwargs = model._request_kwargs(HELLO, params, get_profile("openai-compatible"))
+    assert kwargs["temperature"] == 0.7
+    assert kwargs["extra_body"] == {"top_k": 5, "seed": 3}
+    given = OpenAIProvider(base_url="http://127.0.0.1:9/v1", extra_body={"min_p": 0.1})
+    assert given.extra_body == {"min_p": 0.1}       # given wins over the environment
+
+
+@pytest.mark.parametrize("raw", ["{temperature: 0}", "[1, 2]"])
+def test_a_bad_extra_body_variable_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    monkeypatch.setenv("FOREPERSON_MODEL_EXTRA_BODY", raw)
+    with pytest.raises(ConfigurationError, match="FOREPERSON_MODEL_EXTRA_BODY"):
+        infer_model("openai:m", "http://127.0.0.1:9/v1")

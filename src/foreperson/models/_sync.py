@@ -29,9 +29,6 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-import anyio
-from anyio.from_thread import BlockingPortal
-
 __all__ = ["run_blocking", "shutdown_blocking_loop"]
 
 logger = logging.getLogger("foreperson.models")
@@ -46,60 +43,108 @@ SHUTDOWN_TIMEOUT_S = 5.0
 
 
 class _Loop:
-    """The event loop thread and its portal."""
+    """An asyncio event loop running forever in a daemon thread."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
-        self.portal: BlockingPortal | None = None
+        self.loop = asyncio.new_event_loop()
         # by id: a model need not be hashable; the entry goes when the model does
         self.closers: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
-        self._ready = threading.Event()
-        self._failure: BaseException | None = None
+        self._tasks: dict[Future[Any], asyncio.Task[Any]] = {}   # running calls
+        self._tasks_lock = threading.Lock()
         self.thread = threading.Thread(
             target=self._main, name="foreperson-blocking-loop", daemon=True
         )
+        ready = threading.Event()
+        self.loop.call_soon(ready.set)
         self.thread.start()
-        if not self._ready.wait(START_TIMEOUT_S):
+        if not ready.wait(START_TIMEOUT_S):
             raise RuntimeError(
                 f"the blocking-call event loop did not start within {START_TIMEOUT_S:.0f} s"
             )
-        if self._failure is not None:
-            raise RuntimeError("the blocking-call event loop failed to start") from self._failure
 
     def _main(self) -> None:
-        async def serve() -> None:
-            async with BlockingPortal() as portal:
-                self.portal = portal
-                self._ready.set()
-                await portal.sleep_until_stopped()
-
+        loop = self.loop
+        asyncio.set_event_loop(loop)
         try:
-            anyio.run(serve)
-        except BaseException as exc:  # noqa: BLE001 - reported to the starting thread
-            self._failure = exc
-            self._ready.set()
+            loop.run_forever()
+        finally:
+            # stopped: cancel what still runs, give it SHUTDOWN_TIMEOUT_S to finish
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.wait(pending, timeout=SHUTDOWN_TIMEOUT_S))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+            loop.close()
+
+    def submit(self, result: Future[T], fn: Callable[[], Awaitable[T]],
+               context: contextvars.Context) -> None:
+        """Start ``fn()`` as a task of the loop, in ``context``, settling ``result``
+        (made by the caller first, so an interruption at any point can still cancel
+        it: :meth:`cancel` stops the task, or keeps it from starting)."""
+
+        def start() -> None:
+            if not result.set_running_or_notify_cancel():
+                return                                    # cancelled before it started
+            task = self.loop.create_task(_call(fn))       # copies `context`, current here
+
+            def settle(done: asyncio.Task[T]) -> None:
+                with self._tasks_lock:
+                    self._tasks.pop(result, None)
+                if done.cancelled():   # by cancel() (the caller left) or by a shutdown
+                    result.set_exception(RuntimeError(
+                        "the call was cancelled: interrupted, or the blocking-call event "
+                        "loop shut down while it ran"))
+                elif done.exception() is not None:
+                    result.set_exception(done.exception())
+                else:
+                    result.set_result(done.result())
+
+            task.add_done_callback(settle)
+            with self._tasks_lock:
+                self._tasks[result] = task
+
+        self.loop.call_soon_threadsafe(start, context=context)
+
+    def cancel(self, future: Future[Any]) -> None:
+        """Cancel the task behind ``future`` (from any thread)."""
+        if future.cancel():
+            return                                        # had not started: it never will
+
+        def cancel_task() -> None:
+            with self._tasks_lock:
+                task = self._tasks.pop(future, None)
+            if task is not None:
+                task.cancel()
+
+        with contextlib.suppress(RuntimeError):           # the loop is closed already
+            self.loop.call_soon_threadsafe(cancel_task)
 
     def stop(self) -> None:
         """Close the registered models on the loop, then stop it; bounded in time."""
-        portal = self.portal
-        if portal is None or not self.thread.is_alive():
+        if not self.thread.is_alive():
             return
         closers = list(self.closers.values())
 
         async def close_all() -> None:
-            with anyio.move_on_after(SHUTDOWN_TIMEOUT_S):
-                for closer in closers:
-                    try:
-                        await closer.aclose()
-                    except Exception:  # noqa: BLE001 - shutting down: log and go on
-                        logger.warning("closing %r at shutdown failed", closer, exc_info=True)
-            await portal.stop(cancel_remaining=True)
+            for closer in closers:
+                try:
+                    await closer.aclose()
+                except Exception:  # noqa: BLE001 - shutting down: log and go on
+                    logger.warning("closing %r at shutdown failed", closer, exc_info=True)
 
+        done = asyncio.run_coroutine_threadsafe(close_all(), self.loop)
         try:
-            portal.start_task_soon(close_all).result(SHUTDOWN_TIMEOUT_S + 1.0)
+            done.result(SHUTDOWN_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - the loop is going away either way
-            logger.warning("stopping the blocking-call event loop failed", exc_info=True)
-        self.thread.join(SHUTDOWN_TIMEOUT_S)
+            done.cancel()
+            logger.warning("closing models at shutdown failed or took over %.0f s",
+                           SHUTDOWN_TIMEOUT_S, exc_info=True)
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(2 * SHUTDOWN_TIMEOUT_S)
 
 
 _lock = threading.Lock()
@@ -145,20 +190,13 @@ def run_blocking(fn: Callable[[], Awaitable[T]], *, close_at_exit: Any = None) -
     if close_at_exit is not None and hasattr(close_at_exit, "aclose"):
         with contextlib.suppress(TypeError):    # not weakly referenceable: not tracked
             loop.closers[id(close_at_exit)] = close_at_exit
-    context = contextvars.copy_context()
-
-    async def in_callers_context() -> T:
-        # a task of its own, made in the caller's context (asyncio copies it in); the
-        # await passes a cancellation of the portal's task on to it
-        return await asyncio.get_running_loop().create_task(_call(fn), context=context)
-
-    assert loop.portal is not None
-    future: Future[T] = loop.portal.start_task_soon(in_callers_context)
+    future: Future[T] = Future()
     try:
+        loop.submit(future, fn, contextvars.copy_context())
         return future.result()
     except BaseException:
         if not future.done():     # interrupted while waiting: do not leave it running
-            future.cancel()
+            loop.cancel(future)
         raise
 
 
