@@ -213,7 +213,7 @@ async def test_an_agent_calls_a_tool_once_and_answers_from_its_result(
     assert isinstance(result.output, str) and result.output.strip()
 
 
-@pytest.mark.timeout(300)   # 25-60 s here, more when other work shares the 2 cores
+@pytest.mark.timeout(300)   # 40-60 s here (2 s a ticket), more when the 2 cores are busy
 def test_the_ticket_job_writes_one_valid_line_per_ticket(
     llama_server: str, tmp_path: Path
 ) -> None:
@@ -236,7 +236,7 @@ def test_the_ticket_job_writes_one_valid_line_per_ticket(
     began = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "foreperson.cli.main", "tickets", "tickets.csv",
-         "--model", "smollm2", "--base-url", llama_server, "--workers", "4",
+         "--model", "smollm2", "--base-url", llama_server, "--workers", "2",
          "--db", "tickets.db", "--out", "out.jsonl", "--no-progress"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280,
     )
