@@ -3,7 +3,10 @@ provider SDKs over real HTTP in tests.
 
 Each POST is recorded and answered with the next scripted :class:`FakeReply`: a JSON
 body, an error status with headers (``Retry-After``), a stream of server-sent events, or
-a reply that holds the connection open past the client's timeout.
+a reply that holds the connection open past the client's timeout. A GET is answered
+from ``get_replies`` by path (default 404) and recorded in ``gets``, apart from the
+POSTs. ``connections`` counts the TCP connections accepted (keep-alive reuse shows as
+fewer connections than requests).
 """
 
 from __future__ import annotations
@@ -67,12 +70,18 @@ class FakeServer:
     """Answers requests from a queue of scripted replies; use as a context manager.
 
     Attributes:
-        requests: every request received, in order.
+        requests: every POST received, in order.
+        gets: every GET received, in order.
+        get_replies: the reply to a GET, by path (e.g. ``"/v1/models"``); others 404.
+        connections: TCP connections accepted so far.
         url: ``http://127.0.0.1:<port>``.
     """
 
     def __init__(self, replies: list[FakeReply] | None = None) -> None:
         self.requests: list[RecordedRequest] = []
+        self.gets: list[RecordedRequest] = []
+        self.get_replies: dict[str, FakeReply] = {}
+        self.connections = 0
         self._replies: deque[FakeReply] = deque(replies or [])
         self._lock = threading.Lock()
         self._release = threading.Event()
@@ -110,9 +119,31 @@ class FakeServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as real servers
+            # headers and body are two writes: without TCP_NODELAY the second waits for
+            # the client's delayed ACK (~40 ms a reply), hiding what the client costs
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server.connections += 1
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                request = RecordedRequest(
+                    "GET", self.path, {k.lower(): v for k, v in self.headers.items()}, None
+                )
+                with server._lock:
+                    server.gets.append(request)
+                    reply = server.get_replies.get(self.path.split("?")[0])
+                if reply is None:
+                    reply = FakeReply(status=404, body={"error": {"message": "not found"}})
+                if reply.hold_s:
+                    server._release.wait(reply.hold_s)
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self._answer(reply)
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 length = int(self.headers.get("Content-Length") or 0)

@@ -199,3 +199,29 @@ def test_run_sync_works_again_and_again_over_keep_alive(server: FakeServer) -> N
     provider = AnthropicProvider(api_key="sk-ant-test", base_url=server.url)
     agent = Agent("Answer.", model=AnthropicModel("claude-opus-4-7", provider=provider))
     assert [agent.run_sync("q").output for _ in range(2)] == ["one", "two"]
+    # issue 8 item 13: the blocking calls share one client and its connection
+    assert server.connections == 1
+
+
+@pytest.mark.anyio
+async def test_extra_body_reaches_the_server_beside_temperature(
+    server: FakeServer, model: AnthropicModel
+) -> None:
+    server.add(message("ok"))
+    settings = ModelSettings(temperature=0.2, extra_body={"top_k": 3})
+    await model.request([UserMessage("hi")], ModelRequestParameters(settings=settings))
+    body = server.requests[0].body
+    assert (body["temperature"], body["top_k"]) == (0.2, 3)
+
+
+@pytest.mark.anyio
+async def test_a_server_that_never_answers_times_out_at_the_providers_bound(
+    server: FakeServer,
+) -> None:
+    from tests.fakes.server import FakeReply
+
+    server.add(FakeReply(body={}, hold_s=30))
+    provider = AnthropicProvider(api_key="sk-ant-test", base_url=server.url, timeout_s=0.3)
+    async with AnthropicModel("claude-opus-4-7", provider=provider) as adapter:
+        with pytest.raises(ModelError, match=r"timed out after 0\.3 s"):
+            await adapter.request([UserMessage("hi")], ModelRequestParameters())

@@ -231,16 +231,154 @@ def test_run_sync_works_again_and_again_over_keep_alive(server: FakeServer) -> N
     server.add(*(chat_completion(f"answer {i}") for i in range(3)))
     provider = OpenAIProvider(api_key="sk-test", base_url=f"{server.url}/v1")
     agent = Agent("Answer.", model=OpenAIChatModel("gpt-4o", provider=provider))
-    # each run_sync has its own event loop: pooled connections must not leak across them
     assert [agent.run_sync(f"q{i}").output for i in range(3)] == [
         "answer 0", "answer 1", "answer 2",
     ]
+    # issue 8 item 13: one client, one kept-alive connection, for every blocking call
+    assert server.connections == 1
 
 
 def test_run_sync_from_worker_threads_at_once(server: FakeServer) -> None:
-    server.add(*(chat_completion("same answer") for _ in range(4)))
+    server.add(*(chat_completion("same answer") for _ in range(8)))
     provider = OpenAIProvider(api_key="sk-test", base_url=f"{server.url}/v1")
     agent = Agent("Answer.", model=OpenAIChatModel("gpt-4o", provider=provider))
     with ThreadPoolExecutor(max_workers=4) as pool:
-        outputs = list(pool.map(lambda i: agent.run_sync(f"q{i}").output, range(4)))
-    assert outputs == ["same answer"] * 4
+        outputs = list(pool.map(lambda i: agent.run_sync(f"q{i}").output, range(8)))
+    assert outputs == ["same answer"] * 8
+    assert server.connections <= 4     # the pool's connections, reused across threads
+
+
+# --- request timeouts (issue 8 item 10) -------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_provider_timeout_bounds_a_server_that_never_answers(
+    server: FakeServer,
+) -> None:
+    server.add(FakeReply(body={}, hold_s=30))
+    provider = OpenAIProvider(api_key="sk-test", base_url=f"{server.url}/v1", timeout_s=0.3)
+    async with OpenAIChatModel("gpt-4o", provider=provider) as model:
+        with pytest.raises(ModelError, match=r"timed out after 0\.3 s") as info:
+            await model.request([UserMessage("hi")], ModelRequestParameters())
+    assert info.value.retryable
+
+
+# --- model profiles (issue 8 item 14) ---------------------------------------------------
+
+LLAMA_CPP_PYTHON_MODELS = FakeReply(body={"object": "list", "data": [
+    {"id": "smollm2", "object": "model", "owned_by": "me", "permissions": []}]})
+
+
+def order_status(order_id: str) -> str:
+    """Look up an order.
+
+    Args:
+        order_id: the order number.
+    """
+    return {"A-100": "shipped"}.get(order_id, "unknown")
+
+
+@pytest.mark.anyio
+async def test_openais_own_profile_sends_strict_schemas_and_max_completion_tokens(
+    server: FakeServer,
+) -> None:
+    server.add(chat_completion('{"category": "billing", "urgent": true}'))
+    provider = OpenAIProvider(api_key="sk-test", base_url=f"{server.url}/v1",
+                              profile="openai")
+    async with OpenAIChatModel("gpt-4o", provider=provider) as model:
+        agent = Agent("Classify.", model=model, output_type=Ticket,
+                      settings=ModelSettings(max_tokens=50))
+        result = await agent.run("charged twice")
+    assert result.output == Ticket(category="billing", urgent=True)
+    body = server.requests[0].body
+    spec = body["response_format"]["json_schema"]
+    assert spec["strict"] is True and spec["schema"]["additionalProperties"] is False
+    assert body["max_completion_tokens"] == 50 and "max_tokens" not in body
+    assert server.gets == []           # a given profile needs no detection
+
+
+@pytest.mark.anyio
+async def test_llama_cpp_python_is_detected_once_and_spoken_to_as_it_accepts(
+    server: FakeServer,
+) -> None:
+    server.get_replies["/v1/models"] = LLAMA_CPP_PYTHON_MODELS
+    server.add(
+        chat_completion('{"category": "billing", "urgent": false}'),
+        chat_completion(tool_calls=[function_call("order_status", {"order_id": "A-100"},
+                                                  "call_1")]),
+        chat_completion("It has shipped."),
+    )
+    provider = OpenAIProvider(base_url=f"{server.url}/v1")     # no key: a local server
+    async with OpenAIChatModel("smollm2", provider=provider) as model:
+        classified = await Agent("Classify.", model=model, output_type=Ticket).run("x")
+        answered = await Agent("Answer about orders.", model=model,
+                               tools=[order_status]).run("Where is A-100?")
+    assert classified.output == Ticket(category="billing", urgent=False)
+    assert (answered.output, answered.usage.tool_calls) == ("It has shipped.", 1)
+    assert [g.path for g in server.gets] == ["/v1/models"]    # detected once
+    schema_request, tool_request, answer_request = (r.body for r in server.requests)
+    assert schema_request["response_format"] == {
+        "type": "json_object", "schema": Ticket.model_json_schema()}
+    assert tool_request["tool_choice"] == "auto"
+    # the tool's result comes back as a user message the chat template keeps, and the
+    # model is asked to answer (the server's automatic choice cannot write text)
+    roles = [m["role"] for m in answer_request["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert "shipped" in answer_request["messages"][-1]["content"]
+    assert answer_request["tool_choice"] == "none"
+
+
+@pytest.mark.anyio
+async def test_an_unknown_server_gets_the_openai_compatible_profile(
+    server: FakeServer, model: OpenAIChatModel
+) -> None:
+    server.add(
+        chat_completion(tool_calls=[function_call("order_status", {"order_id": "A-100"},
+                                                  "call_1")]),
+        chat_completion("It has shipped."),
+    )
+    result = await Agent("Answer.", model=model, tools=[order_status]).run("A-100?")
+    assert result.output == "It has shipped."
+    assert [g.path for g in server.gets] == ["/v1/models"]     # 404 here: not one we know
+    first, second = (r.body for r in server.requests)
+    assert first["tool_choice"] == "auto"
+    assert second["tool_choice"] == "auto"
+    assert second["messages"][-1] == {"role": "tool", "tool_call_id": "call_1",
+                                      "content": "shipped"}
+
+
+@pytest.mark.anyio
+async def test_text_requests_do_not_wait_for_detection(
+    server: FakeServer, model: OpenAIChatModel
+) -> None:
+    server.add(chat_completion("hi"))
+    await model.request([UserMessage("hi")], ModelRequestParameters())
+    assert server.gets == []
+
+
+@pytest.mark.anyio
+async def test_an_unsupported_request_shape_is_not_retried(server: FakeServer) -> None:
+    # what llama-cpp-python answers to response_format json_schema
+    server.add(chat_error(500, "1 validation error:\n  {'type': 'literal_error', 'loc': "
+                               "('body', 'response_format', 'type'), 'msg': \"Input should "
+                               "be 'text' or 'json_object'\"}"))
+    provider = OpenAIProvider(api_key="sk-test", base_url=f"{server.url}/v1",
+                              profile="openai-compatible")
+    sleeps = Sleeps()
+    async with OpenAIChatModel("m", provider=provider) as adapter:
+        with pytest.raises(ModelError, match="does not accept this request's shape") as info:
+            await RetryingModel(adapter, sleep=sleeps).request(
+                [UserMessage("hi")], ModelRequestParameters(output_type=Ticket))
+    assert not info.value.retryable and info.value.attempts == 1
+    assert sleeps.waits == [] and len(server.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_extra_body_reaches_the_server_as_given(
+    server: FakeServer, model: OpenAIChatModel
+) -> None:
+    server.add(chat_completion("ok"))
+    settings = ModelSettings(temperature=0.0, extra_body={"top_k": 5, "seed": 7})
+    await model.request([UserMessage("hi")], ModelRequestParameters(settings=settings))
+    body = server.requests[0].body
+    assert (body["top_k"], body["seed"], body["temperature"]) == (5, 7, 0.0)

@@ -209,8 +209,12 @@ async def test_a_stream_is_retried_before_its_first_item() -> None:
 
 
 def test_max_attempts_must_count_the_first_try() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigurationError, match=r"max_attempts=0.*integer >= 1"):
         RetryingModel(ScriptedModel(), max_attempts=0)
+    with pytest.raises(ConfigurationError, match=r"base_s=-1.*seconds >= 0"):
+        RetryingModel(ScriptedModel(), base_s=-1)
+    with pytest.raises(ConfigurationError, match=r"max_attempts=0"):
+        infer_model("gpt-4o", api_key="sk-x", max_attempts=0)
 
 
 # --- test models ----------------------------------------------------------------------
@@ -308,3 +312,265 @@ def test_a_missing_sdk_names_the_extra_to_install(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     with pytest.raises(MissingDependency, match=rf"pip install 'foreperson\[{extra}\]'"):
         infer_model(name)
+
+
+# --- configuration errors say what to fix (issue 7 item 5) -------------------------------
+
+
+def test_a_provider_without_a_client_or_factory_is_a_configuration_error() -> None:
+    from foreperson.models import Provider
+
+    with pytest.raises(ConfigurationError, match=r"client=\.\.\..*api_key="):
+        Provider(None)
+
+
+def test_a_conversation_holding_a_non_message_is_a_configuration_error() -> None:
+    from foreperson.models._anthropic import _wire_messages
+    from foreperson.models._openai import _wire_message
+
+    with pytest.raises(ConfigurationError, match="not a message.*MESSAGES_ADAPTER"):
+        _wire_message({"role": "user", "content": "hi"})  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="not a message"):
+        _wire_messages([{"role": "user", "content": "hi"}])  # type: ignore[list-item]
+
+
+def test_bad_arguments_stay_a_value_error_the_agent_reports_to_the_model() -> None:
+    # the agent layer catches this ValueError and sends the model a correctable error
+    with pytest.raises(ValueError, match="not valid JSON"):
+        ToolCall("f", "{oops").arguments_dict()
+
+
+# --- timeouts (issue 8 item 10) ---------------------------------------------------------
+
+
+def test_requests_time_out_after_60_s_by_default_and_connecting_after_5() -> None:
+    from foreperson.models import DEFAULT_TIMEOUT_S, AnthropicProvider, OpenAIProvider
+
+    assert DEFAULT_TIMEOUT_S == 60.0
+    for provider in (OpenAIProvider(api_key="sk-x"), AnthropicProvider(api_key="sk-x")):
+        timeout = provider.client.timeout
+        assert (timeout.read, timeout.connect) == (60.0, 5.0)
+
+
+def test_infer_model_passes_timeout_s_to_the_provider() -> None:
+    for name in ("gpt-4o", "claude-opus-4-7"):
+        model = infer_model(name, api_key="sk-x", timeout_s=2.5, max_attempts=1)
+        timeout = model.provider.client.timeout  # type: ignore[attr-defined]
+        assert (timeout.read, timeout.connect) == (2.5, 2.5)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan")])
+def test_a_timeout_that_is_not_a_positive_number_is_refused(bad: float) -> None:
+    with pytest.raises(ConfigurationError, match="timeout_s must be a positive number"):
+        infer_model("gpt-4o", api_key="sk-x", timeout_s=bad)
+
+
+# --- the reachability check before any work (issue 8 item 10) ---------------------------
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_an_unreachable_base_url_fails_with_what_to_check() -> None:
+    from foreperson.models import check_reachable
+
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    with pytest.raises(ConfigurationError, match=r"cannot connect to 127\.0\.0\.1.*running"):
+        check_reachable(url)
+    model = infer_model("openai:llama", url)
+    with pytest.raises(ConfigurationError, match=rf"{url} is not reachable: cannot connect"):
+        check_reachable(model)         # through the RetryingModel to its provider
+
+
+def test_a_listening_server_passes_and_a_malformed_url_does_not() -> None:
+    import socket
+
+    from foreperson.models import check_reachable
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        check_reachable(f"http://127.0.0.1:{listener.getsockname()[1]}/v1")
+    with pytest.raises(ConfigurationError, match="expected http"):
+        check_reachable("localhost:8000")
+
+
+def test_the_default_endpoints_are_checked_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An API key but no network: the SDK's own host is checked (never reached here:
+    the connection is refused by a stand-in that records where it would go)."""
+    import socket
+
+    from foreperson.models import check_reachable
+
+    tried: list[tuple[str, int]] = []
+
+    def offline(address: tuple[str, int], timeout: float) -> None:
+        tried.append(address)
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "create_connection", offline)
+    for var in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "ANTHROPIC_BASE_URL",
+                "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(ConfigurationError, match=r"cannot resolve 'api\.openai\.com'.*online"):
+        check_reachable(infer_model("gpt-4o", api_key="sk-x"))
+    with pytest.raises(ConfigurationError, match="api.anthropic.com"):
+        check_reachable(infer_model("claude-opus-4-7", api_key="sk-x"))
+    assert tried == [("api.openai.com", 443), ("api.anthropic.com", 443)]
+
+
+def test_through_a_proxy_the_proxy_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from foreperson.models import check_reachable
+
+    with socket.socket() as proxy:
+        proxy.bind(("127.0.0.1", 0))
+        proxy.listen()
+        monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.getsockname()[1]}")
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        check_reachable("https://api.openai.com/v1")   # the proxy answers: fine
+
+
+def test_test_models_need_no_check() -> None:
+    from foreperson.models import check_reachable
+
+    check_reachable(ScriptedModel())
+
+
+# --- model profiles (issue 8 item 14) ---------------------------------------------------
+
+
+class Strictly(BaseModel):
+    category: str
+    urgent: bool
+
+
+class Loosely(BaseModel):
+    category: str
+    note: str = ""
+
+
+def test_the_openai_profile_closes_and_marks_strict_a_schema_that_allows_it() -> None:
+    from foreperson.models import get_profile
+    from foreperson.models._openai import _response_format
+
+    fmt = _response_format(Strictly, get_profile("openai"))
+    assert fmt["type"] == "json_schema"
+    assert fmt["json_schema"]["strict"] is True
+    assert fmt["json_schema"]["schema"]["additionalProperties"] is False
+    loose = _response_format(Loosely, get_profile("openai"))["json_schema"]
+    assert "strict" not in loose      # an optional field: strict mode would refuse it
+    assert "strict" not in _response_format(Strictly, get_profile("openai-compatible"))[
+        "json_schema"]
+
+
+def test_llama_cpp_python_gets_a_json_object_with_the_schema() -> None:
+    from foreperson.models import get_profile
+    from foreperson.models._openai import _response_format
+
+    fmt = _response_format(Strictly, get_profile("llama-cpp-python"))
+    assert fmt == {"type": "json_object", "schema": Strictly.model_json_schema()}
+
+
+def test_unknown_profiles_and_fields_say_what_is_known() -> None:
+    from foreperson.models import OpenAIProvider, get_profile
+
+    with pytest.raises(ConfigurationError, match="known: llama-cpp-python, openai"):
+        OpenAIProvider(api_key="sk-x", profile="ollamma")
+    with pytest.raises(ConfigurationError, match="no field"):
+        get_profile("openai").with_changes(tool_choise=False)
+    with pytest.raises(ConfigurationError, match="Anthropic models take none"):
+        infer_model("claude-opus-4-7", api_key="sk-x", profile="openai")
+
+
+def test_openai_itself_needs_no_detection_and_a_given_profile_wins() -> None:
+    from foreperson.models import OpenAIProvider
+
+    assert OpenAIProvider(api_key="sk-x").profile.name == "openai"
+    assert OpenAIProvider(base_url="http://127.0.0.1:9/v1").profile is None  # detect
+    given = OpenAIProvider(base_url="http://127.0.0.1:9/v1", profile="llama-cpp-python")
+    assert given.profile.name == "llama-cpp-python"
+
+
+def test_servers_are_recognised_by_their_models_list() -> None:
+    from foreperson.models._profiles import profile_from_models_list
+
+    llama_cpp_python = {"object": "list", "data": [
+        {"id": "smollm2", "object": "model", "owned_by": "me", "permissions": []}]}
+    vllm = {"object": "list", "data": [{"id": "m", "object": "model", "owned_by": "vllm"}]}
+    assert profile_from_models_list(llama_cpp_python).name == "llama-cpp-python"
+    assert profile_from_models_list(vllm).name == "openai-compatible"
+    assert profile_from_models_list("not json at all").name == "openai-compatible"
+
+
+@pytest.mark.parametrize(("status", "message", "unsupported"), [
+    (500, "1 validation error: Input should be 'text' or 'json_object'", True),
+    (501, "Not Implemented", True),
+    (400, "response_format json_schema is not supported by this model", True),
+    (500, "The server had an error while processing your request", False),
+    (503, "busy", False),
+    (None, "not supported", False),
+])
+def test_errors_that_say_the_request_shape_is_unsupported(
+    status: int | None, message: str, unsupported: bool
+) -> None:
+    from foreperson.models._provider import unsupported_request
+
+    assert unsupported_request(status, message) is unsupported
+
+
+def test_tool_results_as_user_messages_name_the_call() -> None:
+    from foreperson.models import get_profile
+    from foreperson.models._openai import _wire_messages
+
+    call = ToolCall("order_status", {"order_id": "A-100"}, id="c1")
+    messages = [
+        UserMessage("Where is A-100?"),
+        ModelResponse(tool_calls=(call, ToolCall("order_status", {"order_id": "B"}, id="c2"))),
+        ToolReturn("c1", "order_status", "shipped"),
+        ToolReturn("c2", "order_status", "no such order", is_error=True),
+    ]
+    wire = _wire_messages(messages, get_profile("llama-cpp-python"))
+    assert [m["role"] for m in wire] == ["user", "assistant", "user"]
+    assert wire[1]["content"] == ""       # not None: some templates print "None"
+    assert wire[1]["tool_calls"][0]["function"]["name"] == "order_status"
+    text = wire[2]["content"]
+    assert 'order_status({"order_id":"A-100"}) [id c1] returned:\nshipped' in text
+    assert '[id c2] failed:\nno such order' in text
+    tool_role = _wire_messages(messages, get_profile("openai-compatible"))
+    assert [m["role"] for m in tool_role] == ["user", "assistant", "tool", "tool"]
+
+
+# --- the settings passthrough (issue 8 item 14) -----------------------------------------
+
+
+def test_provider_extra_body_yields_to_what_the_request_sets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from foreperson.models import ModelSettings, OpenAIProvider, get_profile
+
+    monkeypatch.setenv("FOREPERSON_MODEL_EXTRA_BODY", '{"temperature": 0, "top_k": 5}')
+    model = OpenAIChatModel("m", provider=OpenAIProvider(base_url="http://127.0.0.1:9/v1"))
+    params = ModelRequestParameters(settings=ModelSettings(temperature=0.7,
+                                                           extra_body={"seed": 3}))
+    kwargs = model._request_kwargs(HELLO, params, get_profile("openai-compatible"))
+    assert kwargs["temperature"] == 0.7
+    assert kwargs["extra_body"] == {"top_k": 5, "seed": 3}
+    given = OpenAIProvider(base_url="http://127.0.0.1:9/v1", extra_body={"min_p": 0.1})
+    assert given.extra_body == {"min_p": 0.1}       # given wins over the environment
+
+
+@pytest.mark.parametrize("raw", ["{temperature: 0}", "[1, 2]"])
+def test_a_bad_extra_body_variable_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    monkeypatch.setenv("FOREPERSON_MODEL_EXTRA_BODY", raw)
+    with pytest.raises(ConfigurationError, match="FOREPERSON_MODEL_EXTRA_BODY"):
+        infer_model("openai:m", "http://127.0.0.1:9/v1")

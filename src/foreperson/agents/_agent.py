@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from contextlib import aclosing
-from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
@@ -26,37 +24,6 @@ from ._tools import Tool, as_tool
 __all__ = ["Agent"]
 
 OutputT = TypeVar("OutputT")
-F = TypeVar("F", bound=Callable[..., Any])
-
-# ``run_sync(options=...)`` hands its options to the ``run()`` it starts through this
-# variable (set around the call by ``_forward_options``), so run_sync's body only deals
-# with event loops and clients.
-_SYNC_OPTIONS: ContextVar[tuple[object, RunOptions] | None] = ContextVar(
-    "foreperson_run_sync_options", default=None)
-
-
-def _forward_options(method: F) -> F:
-    @functools.wraps(method)
-    def wrapper(self: Any, *args: Any, options: RunOptions | None = None, **kwargs: Any) -> Any:
-        token = _SYNC_OPTIONS.set((self, options) if options is not None else None)
-        try:
-            return method(self, *args, options=options, **kwargs)
-        finally:
-            _SYNC_OPTIONS.reset(token)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _options_for(agent: object, options: RunOptions | None) -> RunOptions:
-    """``options``, else those ``run_sync`` was given for this agent's run (taken once,
-    so runs nested in this one do not see them), else the defaults."""
-    if options is None:
-        pending = _SYNC_OPTIONS.get()
-        if pending is not None and pending[0] is agent:
-            _SYNC_OPTIONS.set(None)
-            options = pending[1]
-    return options if options is not None else DEFAULT_OPTIONS
-
 
 class Agent(Generic[OutputT]):
     """An LLM that follows instructions, calls tools, and answers: text, or a validated
@@ -270,7 +237,7 @@ class Agent(Generic[OutputT]):
         """
         ctx = self.new_context(prompt, user_id=user_id, run_id=run_id,
                                message_history=message_history,
-                               options=_options_for(self, options))
+                               options=options if options is not None else DEFAULT_OPTIONS)
         result: RunResult[Any] | None = None
         events = self._events(ctx, prompt)
         async with aclosing(events):
@@ -280,7 +247,6 @@ class Agent(Generic[OutputT]):
         assert result is not None
         return result
 
-    @_forward_options
     def run_sync(
         self,
         prompt: str,
@@ -292,8 +258,12 @@ class Agent(Generic[OutputT]):
     ) -> RunResult[OutputT]:
         """:meth:`run` for code without an event loop (scripts, the CLI, worker threads).
 
-        Runs in a new event loop and, at the end, closes the model's connections of
-        that loop (they cannot be reused from another loop); the model stays usable.
+        The run goes to one long-lived event loop in a background thread, shared by every
+        blocking call of the process (:func:`foreperson.models.run_blocking`), so the
+        model's client and its pooled connections are made once and reused by later
+        calls, from any thread. They are closed at interpreter exit (or by
+        :func:`foreperson.models.shutdown_blocking_loop`). Context variables of the
+        calling thread are visible to the run; an interrupted wait (Ctrl-C) cancels it.
 
         Args:
             prompt, user_id, run_id, message_history, options: as :meth:`run`.
@@ -306,6 +276,8 @@ class Agent(Generic[OutputT]):
                 ``await agent.run(...)`` there).
             ModelError, OutputValidationError: as :meth:`run`.
         """
+        from ..models import run_blocking
+
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -316,18 +288,11 @@ class Agent(Generic[OutputT]):
                 "use `await agent.run(...)` instead"
             )
 
-        async def run_and_release() -> RunResult[OutputT]:
-            try:
-                return await self.run(
-                    prompt, user_id=user_id, run_id=run_id, message_history=message_history
-                )
-            finally:
-                # the model's connections belong to this loop, which ends here
-                close = getattr(self.model, "aclose", None)
-                if close is not None:
-                    await close()
+        async def run() -> RunResult[OutputT]:
+            return await self.run(prompt, user_id=user_id, run_id=run_id,
+                                  message_history=message_history, options=options)
 
-        return anyio.run(run_and_release)
+        return run_blocking(run, close_at_exit=self.model)
 
     async def stream(
         self,

@@ -76,9 +76,11 @@ def tickets(
     else:
         training = bundled_examples()
     if model is not None:
+        from ..models import check_reachable, infer_model
         from ..tickets.llm import LlmTicketModel
-        if base_url:
-            _check_reachable(base_url)
+        # before any work: a server that cannot be reached at all (no network, a typo,
+        # nothing listening) is a configuration error, also for the providers' own APIs
+        check_reachable(base_url or infer_model(model, max_attempts=1))
         ticket_model = LlmTicketModel(model, training, base_url=base_url,
                                       min_confidence=min_confidence)
     else:
@@ -112,22 +114,6 @@ def tickets(
     _print_summary(report, out)
     if report.dead:
         raise typer.Exit(1)
-
-
-def _check_reachable(url: str) -> None:
-    """Fail before any work when the model server does not accept connections."""
-    import socket
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(f"--base-url {url}: expected http(s)://host[:port]/path")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        socket.create_connection((parts.hostname, port), timeout=5).close()
-    except OSError as exc:
-        raise ConfigurationError(f"--base-url {url}: the model server is not reachable "
-                                 f"({exc.strerror or exc}); is it running?") from None
 
 
 def _run_with_display(run_job, ticket_file, store, out, workers, job, stale_after,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigurationError, MissingDependency, ModelError
@@ -25,9 +25,19 @@ from ._messages import (
     Usage,
     UserMessage,
 )
-from ._provider import Provider
+from ._provider import (
+    DEFAULT_TIMEOUT_S,
+    Provider,
+    merge_extra_body,
+    timeout_for,
+    timeout_note,
+    unsupported_request,
+)
 
 __all__ = ["AnthropicModel", "AnthropicProvider"]
+
+ANTHROPIC_API_URL = "https://api.anthropic.com"
+"""Where requests go without a ``base_url`` (the SDK's default)."""
 
 DEFAULT_MAX_TOKENS = 4096
 """Tokens per reply when ``ModelSettings.max_tokens`` is None (the API requires a value)."""
@@ -55,13 +65,19 @@ class AnthropicProvider(Provider):
         api_key: the key; default ``$ANTHROPIC_API_KEY``.
         base_url: another server speaking the same protocol (a proxy, a test server);
             default Anthropic's API.
-        timeout_s: seconds one request may take (default 600).
+        timeout_s: seconds one request may take (default
+            :data:`~foreperson.models.DEFAULT_TIMEOUT_S`, 60; connecting gets at most 5
+            of them). ``ModelSettings(timeout_s=)`` overrides it per request.
         client: an ``anthropic.AsyncAnthropic`` to use as is, on one event loop
             (``api_key``, ``base_url`` and ``timeout_s`` are then ignored).
+        extra_body: fields merged into every request's JSON body (sampling options of
+            a local server, say), below what a request sets itself; default
+            ``$FOREPERSON_MODEL_EXTRA_BODY`` (a JSON object), else none.
 
     Raises:
         MissingDependency: the ``anthropic`` extra is not installed.
-        ConfigurationError: no key was given and ``$ANTHROPIC_API_KEY`` is not set.
+        ConfigurationError: no key was given and ``$ANTHROPIC_API_KEY`` is not set, or
+            ``timeout_s`` is not a positive number.
     """
 
     name = "anthropic"
@@ -71,11 +87,12 @@ class AnthropicProvider(Provider):
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout_s: float = 600.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
         client: Any = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         if client is not None:
-            super().__init__(None, client)
+            super().__init__(None, client, extra_body=extra_body)
             self.base_url: str | None = str(client.base_url)
             return
         anthropic = _import_anthropic()
@@ -85,16 +102,24 @@ class AnthropicProvider(Provider):
                 "no Anthropic API key: export ANTHROPIC_API_KEY=sk-ant-... (or pass api_key=)"
             )
         self.base_url = base_url
+        self.timeout_s = timeout_s
+        timeout = timeout_for(anthropic, timeout_s)
 
         def factory() -> Any:
             return anthropic.AsyncAnthropic(
-                api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0
+                api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
             )
 
-        super().__init__(factory)
+        super().__init__(factory, extra_body=extra_body)
+
+    @property
+    def endpoint(self) -> str:
+        """The URL requests go to: ``base_url``, ``$ANTHROPIC_BASE_URL`` (which the SDK
+        reads), or Anthropic's API."""
+        return self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or ANTHROPIC_API_URL
 
     def __repr__(self) -> str:
-        return f"<AnthropicProvider base_url={self.base_url or 'https://api.anthropic.com'}>"
+        return f"<AnthropicProvider base_url={self.endpoint}>"
 
 
 class AnthropicModel(ModelBase):
@@ -256,6 +281,7 @@ class AnthropicModel(ModelBase):
             # this SDK no longer has a temperature argument; models that take it still
             # read it from the body
             kwargs["extra_body"] = {"temperature": settings.temperature}
+        merge_extra_body(kwargs, self.provider.extra_body, settings.extra_body)
         if settings.timeout_s is not None:
             kwargs["timeout"] = settings.timeout_s
         return kwargs
@@ -321,20 +347,28 @@ def _wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 blocks.append({"type": "text", "text": "(no reply)"})
             add("assistant", blocks)
         else:
-            raise TypeError(f"not a message: {message!r}")
+            raise ConfigurationError(
+                f"not a message: {message!r}; a conversation (message_history=) holds "
+                "SystemMessage, UserMessage, ModelResponse and ToolReturn values (load "
+                "saved JSON with MESSAGES_ADAPTER.validate_json)"
+            )
     return wire
 
 
 def _model_error(anthropic: Any, exc: Exception, model: str) -> ModelError:
     """Translate an SDK error into a ModelError that says what to do."""
     status: int | None = None
+    retryable = is_retryable(exc)
     if isinstance(exc, anthropic.APIStatusError):
         status = exc.status_code
         message = f"model {model}: HTTP {status}: {exc.message}"
         if status == 401:
             message += " (check ANTHROPIC_API_KEY)"
+        elif unsupported_request(status, str(exc.message)):
+            retryable = False
+            message += " (the server does not accept this request's shape: not retried)"
     elif isinstance(exc, anthropic.APITimeoutError):
-        message = f"model {model}: the request timed out"
+        message = f"model {model}: the request timed out{timeout_note(exc)}"
     elif isinstance(exc, anthropic.APIConnectionError):
         message = f"model {model}: cannot connect ({exc}); is the server at the base URL up?"
     else:
@@ -343,6 +377,6 @@ def _model_error(anthropic: Any, exc: Exception, model: str) -> ModelError:
         message,
         model=model,
         status_code=status,
-        retryable=is_retryable(exc),
+        retryable=retryable,
         retry_after_s=retry_after_seconds(exc),
     )

@@ -8,6 +8,8 @@ import re
 
 from ..errors import ConfigurationError
 from ._base import Model
+from ._profiles import ModelProfile
+from ._provider import DEFAULT_TIMEOUT_S
 
 __all__ = ["infer_model", "infer_provider"]
 
@@ -55,6 +57,8 @@ def infer_model(
     *,
     api_key: str | None = None,
     max_attempts: int = 4,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    profile: str | ModelProfile | None = None,
 ) -> Model:
     """Turn a model string into a ready :class:`~foreperson.models.Model`.
 
@@ -68,32 +72,43 @@ def infer_model(
             Anthropic endpoint for ``anthropic:`` names.
         api_key: the key; default ``$OPENAI_API_KEY`` / ``$ANTHROPIC_API_KEY``.
         max_attempts: attempts per model call, the first included (default 4).
+        timeout_s: seconds one request may take (default
+            :data:`~foreperson.models.DEFAULT_TIMEOUT_S`, 60), so a server that never
+            answers costs at most ``max_attempts`` times this plus the backoff.
+        profile: for OpenAI-compatible servers, the server's
+            :class:`~foreperson.models.ModelProfile` or its name (default: detected;
+            see :class:`~foreperson.models.OpenAIProvider`). Not for Anthropic.
 
     Returns:
         The model.
 
     Raises:
-        ConfigurationError: unknown name, or no API key (the message says which variable
-            to export).
+        ConfigurationError: unknown name, no API key (the message says which variable
+            to export), ``max_attempts`` < 1, a ``timeout_s`` that is not a positive
+            number, an unknown profile, or a profile for an Anthropic model.
         MissingDependency: the provider's SDK is not installed (the message names the
             ``pip install 'foreperson[…]'`` that fixes it).
     """
     if not isinstance(name, str):
         return name
+    if not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ConfigurationError(f"max_attempts={max_attempts!r}: it counts the first try, so "
+                                 "give an integer >= 1 (1 = no retries)")
     provider, model_name = infer_provider(name, base_url=base_url)
     model: Model
     if provider == "openai":
         from ._openai import OpenAIChatModel, OpenAIProvider
 
-        model = OpenAIChatModel(
-            model_name, provider=OpenAIProvider(api_key=api_key, base_url=base_url)
-        )
+        model = OpenAIChatModel(model_name, provider=OpenAIProvider(
+            api_key=api_key, base_url=base_url, timeout_s=timeout_s, profile=profile))
     else:
+        if profile is not None:
+            raise ConfigurationError(f"model {name!r}: profile= is for OpenAI-compatible "
+                                     "servers; Anthropic models take none")
         from ._anthropic import AnthropicModel, AnthropicProvider
 
-        model = AnthropicModel(
-            model_name, provider=AnthropicProvider(api_key=api_key, base_url=base_url)
-        )
+        model = AnthropicModel(model_name, provider=AnthropicProvider(
+            api_key=api_key, base_url=base_url, timeout_s=timeout_s))
     if max_attempts > 1:
         from ._retry import RetryingModel
 

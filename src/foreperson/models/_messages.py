@@ -8,7 +8,7 @@ literal so a list of them serialises and loads back through one pydantic adapter
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -222,12 +222,17 @@ class ModelSettings:
         max_tokens: the most tokens one reply may have (Anthropic requires a value: its
             adapter uses 4,096 when None).
         temperature: sampling temperature.
-        timeout_s: seconds one HTTP request may take before it counts as a timeout.
+        timeout_s: seconds one HTTP request may take before it counts as a timeout
+            (None: the provider's, 60 s by default).
+        extra_body: fields merged into the request's JSON body as they are, for what the
+            adapters do not model (``{"top_k": 20}``, ``{"seed": 7}``, a server's own
+            options). They win over the fields the adapter sets.
     """
 
     max_tokens: int | None = None
     temperature: float | None = None
     timeout_s: float | None = None
+    extra_body: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

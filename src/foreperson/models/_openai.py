@@ -2,15 +2,24 @@
 spoken to (``OpenAIProvider``: client, base URL, key). Also covers local servers that
 speak the same protocol (vLLM, llama.cpp, Ollama) through ``base_url``.
 
+Servers differ in details (the form of a structured-output schema, whether tool results
+may use the ``tool`` role, which tokens field they read): a
+:class:`~foreperson.models.ModelProfile` says which, chosen by
+``OpenAIProvider(profile=...)`` or detected (see :mod:`foreperson.models._profiles`).
+
 The ``openai`` SDK is an optional extra, imported when a provider is built.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
-from collections.abc import AsyncIterator, Sequence
+import re
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
+
+from pydantic import BaseModel
 
 from ..errors import ConfigurationError, MissingDependency, ModelError
 from ..retry import is_retryable, retry_after_seconds
@@ -26,11 +35,31 @@ from ._messages import (
     Usage,
     UserMessage,
 )
-from ._provider import Provider
+from ._profiles import (
+    DETECT_TIMEOUT_S,
+    PROFILES,
+    ModelProfile,
+    get_profile,
+    profile_from_models_list,
+    strict_schema,
+    tool_results_text,
+)
+from ._provider import (
+    DEFAULT_TIMEOUT_S,
+    Provider,
+    merge_extra_body,
+    timeout_for,
+    timeout_note,
+    unsupported_request,
+)
 
 __all__ = ["OpenAIChatModel", "OpenAIProvider"]
 
+logger = logging.getLogger("foreperson.models")
+
 _NO_KEY_NEEDED = "not-needed"
+OPENAI_API_URL = "https://api.openai.com/v1"
+"""Where requests go without a ``base_url`` (the SDK's default)."""
 
 
 def _import_openai() -> Any:
@@ -44,7 +73,8 @@ def _import_openai() -> Any:
 
 
 class OpenAIProvider(Provider):
-    """Owns the clients that reach an OpenAI-compatible server: base URL, API key.
+    """Owns the clients that reach an OpenAI-compatible server: base URL, API key,
+    request timeout, and the server's :class:`~foreperson.models.ModelProfile`.
 
     One ``openai.AsyncOpenAI`` client is made per event loop (see
     :class:`~foreperson.models.Provider`). The SDK's own retries are off
@@ -56,13 +86,24 @@ class OpenAIProvider(Provider):
             may need none (local servers): a placeholder is sent then.
         base_url: the server, e.g. ``http://localhost:11434/v1`` for Ollama; default
             ``$OPENAI_BASE_URL``, else OpenAI's own API.
-        timeout_s: seconds one request may take (default 600).
+        timeout_s: seconds one request may take (default
+            :data:`~foreperson.models.DEFAULT_TIMEOUT_S`, 60; connecting gets at most
+            5 of them). ``ModelSettings(timeout_s=)`` overrides it per request.
         client: an ``openai.AsyncOpenAI`` to use as is, on one event loop (``api_key``,
             ``base_url`` and ``timeout_s`` are then ignored).
+        extra_body: fields merged into every request's JSON body (sampling options of
+            a local server, say), below what a request sets itself; default
+            ``$FOREPERSON_MODEL_EXTRA_BODY`` (a JSON object), else none.
+        profile: the server's profile, by name (``"openai"``, ``"openai-compatible"``,
+            ``"llama-cpp-python"``) or as a :class:`~foreperson.models.ModelProfile`.
+            Default: ``"openai"`` for OpenAI's own API, else detected from the server's
+            ``GET /models`` answer the first time a request has tools or a structured
+            output (see :mod:`foreperson.models._profiles`).
 
     Raises:
         MissingDependency: the ``openai`` extra is not installed.
-        ConfigurationError: no key, and no ``base_url`` to suggest a local server.
+        ConfigurationError: no key, and no ``base_url`` to suggest a local server; an
+            unknown profile name; a ``timeout_s`` that is not a positive number.
     """
 
     name = "openai"
@@ -72,13 +113,17 @@ class OpenAIProvider(Provider):
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout_s: float = 600.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
         client: Any = None,
+        profile: str | ModelProfile | None = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
+        self._profile: ModelProfile | None = None if profile is None else get_profile(profile)
         if client is not None:
-            super().__init__(None, client)
+            super().__init__(None, client, extra_body=extra_body)
             self.base_url: str | None = str(client.base_url)
-            self.custom_server = True
+            self.custom_server = _is_custom(self.base_url)
+            self._set_default_profile()
             return
         openai = _import_openai()
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
@@ -92,17 +137,67 @@ class OpenAIProvider(Provider):
                 )
             api_key = _NO_KEY_NEEDED
         self.base_url = base_url
-        self.custom_server = base_url is not None
+        self.custom_server = base_url is not None and _is_custom(base_url)
+        self.timeout_s = timeout_s
+        timeout = timeout_for(openai, timeout_s)
+        self._set_default_profile()
 
         def factory() -> Any:
             return openai.AsyncOpenAI(
-                api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0
+                api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
             )
 
-        super().__init__(factory)
+        super().__init__(factory, extra_body=extra_body)
+
+    def _set_default_profile(self) -> None:
+        if self._profile is None and not self.custom_server:
+            self._profile = PROFILES["openai"]
+
+    @property
+    def endpoint(self) -> str:
+        """The URL requests go to: ``base_url``, or OpenAI's API."""
+        return self.base_url or OPENAI_API_URL
+
+    @property
+    def profile(self) -> ModelProfile | None:
+        """The server's profile: given, or detected; None until detected."""
+        return self._profile
+
+    async def resolve_profile(self) -> ModelProfile:
+        """The server's profile, detecting it on first need.
+
+        Detection is one ``GET {base_url}/models`` within ``DETECT_TIMEOUT_S`` (5 s);
+        its answer, whatever the status, decides for good. When the server cannot be
+        reached, ``"openai-compatible"`` is used for now and detection is tried again
+        on the next request.
+
+        Returns:
+            The profile.
+        """
+        if self._profile is not None:
+            return self._profile
+        openai = _import_openai()
+        try:
+            raw = await self.client.models.with_raw_response.list(timeout=DETECT_TIMEOUT_S)
+            body = raw.http_response.json()
+        except openai.APIStatusError:
+            body = None                      # answered, but no list: not one we know
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            logger.debug("profile detection at %s failed: %s", self.endpoint, exc)
+            return PROFILES["openai-compatible"]
+        except ValueError:
+            body = None                      # not JSON
+        self._profile = profile_from_models_list(body)
+        logger.info("model server %s: using the %r profile", self.endpoint, self._profile.name)
+        return self._profile
 
     def __repr__(self) -> str:
-        return f"<OpenAIProvider base_url={self.base_url or 'https://api.openai.com/v1'}>"
+        return f"<OpenAIProvider base_url={self.endpoint}>"
+
+
+def _is_custom(base_url: str | None) -> bool:
+    """Whether ``base_url`` is another server than OpenAI's own API."""
+    return bool(base_url) and not re.match(r"^https://api\.openai\.com(/|$)", str(base_url))
 
 
 class OpenAIChatModel(ModelBase):
@@ -138,7 +233,7 @@ class OpenAIChatModel(ModelBase):
         Raises:
             ModelError: HTTP error, timeout, connection error, or a reply without choices.
         """
-        kwargs = self._request_kwargs(messages, params)
+        kwargs = self._request_kwargs(messages, params, await self._profile(messages, params))
         openai = _import_openai()
         try:
             completion = await self.provider.client.chat.completions.create(**kwargs)
@@ -181,7 +276,7 @@ class OpenAIChatModel(ModelBase):
         Raises:
             ModelError: as :meth:`request`.
         """
-        kwargs = self._request_kwargs(messages, params)
+        kwargs = self._request_kwargs(messages, params, await self._profile(messages, params))
         kwargs["stream"] = True
         kwargs["stream_options"] = {"include_usage": True}
         openai = _import_openai()
@@ -232,12 +327,25 @@ class OpenAIChatModel(ModelBase):
         """Close the provider's client."""
         await self.provider.aclose()
 
-    def _request_kwargs(
+    async def _profile(
         self, messages: Sequence[Message], params: ModelRequestParameters
+    ) -> ModelProfile:
+        """The provider's profile; detected only when this request depends on it."""
+        if self.provider.profile is not None:
+            return self.provider.profile
+        if params.tools or params.output_type is not None or any(
+            isinstance(m, ToolReturn) for m in messages
+        ):
+            return await self.provider.resolve_profile()
+        return PROFILES["openai-compatible"]
+
+    def _request_kwargs(
+        self, messages: Sequence[Message], params: ModelRequestParameters,
+        profile: ModelProfile,
     ) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": self.model_name,
-            "messages": [_wire_message(m) for m in messages],
+            "messages": _wire_messages(messages, profile),
         }
         if params.tools:
             kwargs["tools"] = [
@@ -251,25 +359,41 @@ class OpenAIChatModel(ModelBase):
                 }
                 for tool in params.tools
             ]
+            if profile.answer_after_tool_results and messages and isinstance(
+                messages[-1], ToolReturn
+            ):
+                kwargs["tool_choice"] = "none"
+            elif profile.tool_choice_auto:
+                kwargs["tool_choice"] = "auto"
         if params.output_type is not None:
-            kwargs["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": params.output_type.__name__,
-                    "schema": output_schema(params.output_type),
-                },
-            }
+            kwargs["response_format"] = _response_format(params.output_type, profile)
         settings = params.settings
         if settings.max_tokens is not None:
-            # OpenAI's own API wants max_completion_tokens (o-series refuse max_tokens);
-            # local servers know max_tokens best.
-            key = "max_tokens" if self.provider.custom_server else "max_completion_tokens"
-            kwargs[key] = settings.max_tokens
+            kwargs[profile.max_tokens_field] = settings.max_tokens
         if settings.temperature is not None:
             kwargs["temperature"] = settings.temperature
         if settings.timeout_s is not None:
             kwargs["timeout"] = settings.timeout_s
+        merge_extra_body(kwargs, self.provider.extra_body, settings.extra_body)
         return kwargs
+
+
+def _response_format(output_type: type[BaseModel], profile: ModelProfile) -> dict[str, Any]:
+    """The ``response_format`` that asks this kind of server for ``output_type``."""
+    schema = output_schema(output_type)
+    if profile.structured_output == "json_object_schema":
+        return {"type": "json_object", "schema": schema}
+    spec: dict[str, Any] = {
+        # OpenAI: a-z, A-Z, 0-9, _ and -, at most 64 characters
+        "name": re.sub(r"[^A-Za-z0-9_-]", "_", output_type.__name__)[:64] or "output",
+        "schema": schema,
+    }
+    if profile.strict_schema:
+        closed, compatible = strict_schema(schema)
+        if compatible:
+            spec["schema"] = closed
+            spec["strict"] = True
+    return {"type": "json_schema", "json_schema": spec}
 
 
 def _arguments(raw: str | None) -> dict[str, Any] | str:
@@ -282,6 +406,35 @@ def _arguments(raw: str | None) -> dict[str, Any] | str:
     except json.JSONDecodeError:
         return raw
     return value if isinstance(value, dict) else raw
+
+
+def _wire_messages(messages: Sequence[Message], profile: ModelProfile) -> list[dict[str, Any]]:
+    """The conversation in the chat-completions format, as ``profile`` wants tool
+    results shown."""
+    if profile.tool_results == "tool_messages":
+        return [_wire_message(m) for m in messages]
+    wire: list[dict[str, Any]] = []
+    calls: dict[str, ToolCall] = {}
+    pending: list[ToolReturn] = []
+
+    def flush() -> None:
+        if pending:
+            wire.append({"role": "user", "content": tool_results_text(pending, calls)})
+            pending.clear()
+
+    for message in messages:
+        if isinstance(message, ToolReturn):
+            pending.append(message)
+            continue
+        flush()
+        item = _wire_message(message)
+        if isinstance(message, ModelResponse) and message.tool_calls:
+            calls = {call.id: call for call in message.tool_calls}
+            if item["content"] is None:
+                item["content"] = ""   # templates that know no tool calls print "None"
+        wire.append(item)
+    flush()
+    return wire
 
 
 def _wire_message(message: Message) -> dict[str, Any]:
@@ -303,12 +456,17 @@ def _wire_message(message: Message) -> dict[str, Any]:
                 for call in message.tool_calls
             ]
         return wire
-    raise TypeError(f"not a message: {message!r}")
+    raise ConfigurationError(
+        f"not a message: {message!r}; a conversation (message_history=) holds SystemMessage, "
+        "UserMessage, ModelResponse and ToolReturn values (load saved JSON with "
+        "MESSAGES_ADAPTER.validate_json)"
+    )
 
 
 def _model_error(openai: Any, exc: Exception, model: str) -> ModelError:
     """Translate an SDK error into a ModelError that says what to do."""
     status: int | None = None
+    retryable = is_retryable(exc)
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         message = f"model {model}: HTTP {status}: {exc.message}"
@@ -316,8 +474,12 @@ def _model_error(openai: Any, exc: Exception, model: str) -> ModelError:
             message += " (check OPENAI_API_KEY)"
         elif status == 404:
             message += " (is the model name right, and does the server serve it?)"
+        elif unsupported_request(status, str(exc.message)):
+            retryable = False
+            message += (" (the server does not accept this request's shape: not retried; "
+                        "is OpenAIProvider(profile=...) right for this server?)")
     elif isinstance(exc, openai.APITimeoutError):
-        message = f"model {model}: the request timed out"
+        message = f"model {model}: the request timed out{timeout_note(exc)}"
     elif isinstance(exc, openai.APIConnectionError):
         message = f"model {model}: cannot connect ({exc}); is the server at the base URL up?"
     else:
@@ -326,6 +488,6 @@ def _model_error(openai: Any, exc: Exception, model: str) -> ModelError:
         message,
         model=model,
         status_code=status,
-        retryable=is_retryable(exc),
+        retryable=retryable,
         retry_after_s=retry_after_seconds(exc),
     )

@@ -1,20 +1,83 @@
-"""What every provider shares: one SDK client per event loop.
+"""What every provider shares: one SDK client per event loop, request timeouts, and a
+reachability check made before any work.
 
 An async HTTP client's pooled connections belong to the event loop that opened them;
-reused from another loop (``run_sync`` twice, or worker threads each with a loop) they
-fail with "Event loop is closed". So a provider keeps one client per running loop, and
-``aclose()`` closes the current loop's client (the next call opens a new one).
+reused from another loop (worker threads each with a loop) they fail with "Event loop is
+closed". So a provider keeps one client per running loop, and ``aclose()`` closes the
+current loop's client (the next call opens a new one). Blocking callers share one
+long-lived loop (:func:`~foreperson.models.run_blocking`), so they share its client. A
+provider that is garbage-collected closes its clients on their loops, when those still
+run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import os
+import re
+import socket
 import threading
+import urllib.request
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
-__all__ = ["Provider"]
+from ..errors import ConfigurationError
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT_S",
+    "DEFAULT_TIMEOUT_S",
+    "EXTRA_BODY_ENV",
+    "Provider",
+    "check_reachable",
+]
+
+DEFAULT_TIMEOUT_S = 60.0
+"""Seconds one model request may take by default (the SDKs' own default is 600 s, and a
+server that accepts the connection and never answers then held a run for 40 minutes over
+4 attempts). Override with ``timeout_s=`` on the provider or :func:`infer_model`, or per
+request with ``ModelSettings(timeout_s=)``."""
+
+DEFAULT_CONNECT_TIMEOUT_S = 5.0
+"""Seconds to open a TCP connection (the SDKs' default too); at most the request timeout."""
+
+EXTRA_BODY_ENV = "FOREPERSON_MODEL_EXTRA_BODY"
+"""Environment variable: a JSON object merged into every request body of a provider
+built without ``extra_body=`` (e.g. ``{"temperature": 0, "max_tokens": 256}`` for the
+ticket job on a local server, whose default is to write until its context is full)."""
+
+_pending: set[asyncio.Future[Any]] = set()   # closes scheduled by collected providers
+
+
+def _extra_body(given: Mapping[str, Any] | None) -> dict[str, Any]:
+    if given is not None:
+        return dict(given)
+    raw = os.environ.get(EXTRA_BODY_ENV, "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigurationError(f"${EXTRA_BODY_ENV} is not JSON ({exc}); give an object "
+                                 'such as {"temperature": 0}') from None
+    if not isinstance(value, dict):
+        raise ConfigurationError(f"${EXTRA_BODY_ENV} must be a JSON object such as "
+                                 f'{{"temperature": 0}}, got {type(value).__name__}')
+    return value
+
+
+def merge_extra_body(kwargs: dict[str, Any], provider_extra: Mapping[str, Any],
+                     request_extra: Mapping[str, Any] | None) -> None:
+    """Put the extra body fields into an SDK call's ``kwargs``: the provider's defaults
+    yield to what the request sets (its arguments and ``ModelSettings.extra_body``)."""
+    merged = {k: v for k, v in provider_extra.items() if k not in kwargs}
+    merged.update(kwargs.get("extra_body") or {})
+    merged.update(request_extra or {})
+    if merged:
+        kwargs["extra_body"] = merged
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -24,19 +87,50 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
+def _close_when_collected(
+    by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any],
+) -> None:
+    """Finalizer of a provider: close each client on its loop, if that loop still runs
+    (its transports would otherwise be collected open, with a ResourceWarning)."""
+    for loop, client in list(by_loop.items()):
+        if loop.is_closed() or not loop.is_running():
+            continue
+
+        def schedule(client: Any = client, loop: asyncio.AbstractEventLoop = loop) -> None:
+            task = loop.create_task(client.close())
+            _pending.add(task)
+            task.add_done_callback(_pending.discard)
+
+        with contextlib.suppress(RuntimeError):   # the loop closed meanwhile
+            loop.call_soon_threadsafe(schedule)
+    by_loop.clear()
+
+
 class Provider:
     """Base of providers: owns the SDK clients (one per event loop), base URL and key.
 
     Args:
         factory: builds a new SDK client (called at most once per event loop).
         client: a client to use as is, in every loop (the caller keeps it on one loop).
+        extra_body: fields merged into every request's JSON body, below what a request
+            sets itself; default ``$FOREPERSON_MODEL_EXTRA_BODY`` (a JSON object), else
+            none.
+
+    Raises:
+        ConfigurationError: neither ``factory`` nor ``client`` was given, or
+            ``$FOREPERSON_MODEL_EXTRA_BODY`` is not a JSON object.
     """
 
     name = "provider"
 
-    def __init__(self, factory: Callable[[], Any] | None, client: Any = None) -> None:
+    def __init__(self, factory: Callable[[], Any] | None, client: Any = None, *,
+                 extra_body: Mapping[str, Any] | None = None) -> None:
         if factory is None and client is None:
-            raise ValueError("a provider needs a client factory or a client")
+            raise ConfigurationError(
+                f"{type(self).__name__}: give it an SDK client (client=...) or let it build "
+                "one from api_key= / base_url="
+            )
+        self.extra_body: dict[str, Any] = _extra_body(extra_body)
         self._factory = factory
         self._fixed = client
         self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
@@ -44,6 +138,8 @@ class Provider:
         )
         self._outside: Any = None  # the client used outside any event loop
         self._lock = threading.Lock()
+        finalizer = weakref.finalize(self, _close_when_collected, self._by_loop)
+        finalizer.atexit = False    # at exit, shutdown_blocking_loop() closes what is left
 
     @property
     def client(self) -> Any:
@@ -62,6 +158,12 @@ class Provider:
                 client = self._by_loop[loop] = self._factory()
             return client
 
+    @property
+    def endpoint(self) -> str | None:
+        """The URL requests go to (``base_url``, or the SDK's default), or None when
+        unknown (a client given as is without a ``base_url``)."""
+        return getattr(self, "base_url", None)
+
     async def aclose(self) -> None:
         """Close the running loop's client (and one made outside any loop); the next
         request opens a new one. A client given to the constructor is closed for good."""
@@ -76,3 +178,129 @@ class Provider:
         for client in clients:
             if client is not None:
                 await client.close()
+
+
+def _provider_of(model: Any) -> Any:
+    """The provider under ``model``, looking through wrappers (``.wrapped``)."""
+    seen = 0
+    while model is not None and seen < 16:
+        provider = getattr(model, "provider", None)
+        if isinstance(provider, Provider):
+            return provider
+        model = getattr(model, "wrapped", None)
+        seen += 1
+    return None
+
+
+def check_reachable(target: Any, *, timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
+    """Fail before any work when a model's server cannot be reached at all.
+
+    Opens (and closes) one TCP connection to the server's host and port, or to the HTTP
+    proxy the environment names for it (``HTTPS_PROXY`` / ``HTTP_PROXY``, minus
+    ``NO_PROXY``), as the SDK would. Nothing is sent: no key, no tokens. Test models,
+    and models whose provider has no known URL, pass without a check.
+
+    Args:
+        target: a model (wrappers such as :class:`RetryingModel` are looked through), a
+            provider, or a URL (``http(s)://host[:port]/path``).
+        timeout_s: seconds to wait for the connection (default 5).
+
+    Raises:
+        ConfigurationError: the URL is malformed, the host name does not resolve (no
+            network, or a typo), or the connection is refused or times out; the message
+            names the URL and what to check.
+    """
+    if isinstance(target, str):
+        url: str | None = target
+        what = f"model server {target}"
+    else:
+        provider = target if isinstance(target, Provider) else _provider_of(target)
+        url = provider.endpoint if provider is not None else None
+        what = f"model server {url}"
+    if url is None:
+        return
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(f"{what}: expected http(s)://host[:port]/path")
+    host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    via = ""
+    proxy = _proxy_for(parts.scheme, host)
+    if proxy is not None:
+        proxy_parts = urlsplit(proxy)
+        if proxy_parts.hostname:
+            host = proxy_parts.hostname
+            port = proxy_parts.port or (443 if proxy_parts.scheme == "https" else 80)
+            via = f" through the proxy {host}:{port}"
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except socket.gaierror as exc:
+        raise ConfigurationError(
+            f"{what} is not reachable: cannot resolve {host!r}{via} "
+            f"({exc.strerror or exc}); is this machine online, and is the host name right?"
+        ) from None
+    except TimeoutError:
+        raise ConfigurationError(
+            f"{what} is not reachable: no answer from {host}:{port}{via} within "
+            f"{timeout_s:g} s; is the network (or a firewall) letting it through?"
+        ) from None
+    except OSError as exc:
+        raise ConfigurationError(
+            f"{what} is not reachable: cannot connect to {host}:{port}{via} "
+            f"({exc.strerror or exc}); is the server running?"
+        ) from None
+
+
+def _proxy_for(scheme: str, host: str) -> str | None:
+    """The proxy URL the environment sets for ``scheme://host``, or None."""
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(scheme) or proxies.get("all")
+    if not proxy:
+        return None
+    no_proxy = os.environ.get("no_proxy") or os.environ.get("NO_PROXY") or ""
+    if no_proxy and urllib.request.proxy_bypass_environment(host, {"no": no_proxy}):
+        return None
+    return proxy
+
+
+def timeout_for(openai_or_anthropic: Any, timeout_s: float) -> Any:
+    """The SDK's ``Timeout`` for a request timeout of ``timeout_s`` seconds: connecting
+    gets at most :data:`DEFAULT_CONNECT_TIMEOUT_S` of it."""
+    if not timeout_s > 0:
+        raise ConfigurationError(f"timeout_s must be a positive number of seconds, got "
+                                 f"{timeout_s!r}")
+    return openai_or_anthropic.Timeout(timeout_s, connect=min(timeout_s,
+                                                              DEFAULT_CONNECT_TIMEOUT_S))
+
+
+_UNSUPPORTED = re.compile(
+    r"not supported|unsupported|not implemented|notimplemented|does not support|"
+    r"not available for this model|unrecognized request argument|unknown parameter|"
+    r"extra (fields|inputs) not permitted|validation error|input should be",
+    re.IGNORECASE,
+)
+"""Words of an error that says the request's shape is not accepted: sending it again
+cannot succeed, whatever the status."""
+
+
+def unsupported_request(status: int | None, message: str) -> bool:
+    """Whether an HTTP error says the request's shape is not supported (HTTP 501, or a
+    4xx/5xx whose message says so), so retrying it would fail the same way.
+
+    Args:
+        status: the HTTP status, or None (no response).
+        message: the error's message.
+
+    Returns:
+        True for 501, and for a status >= 400 whose message matches ``_UNSUPPORTED``.
+    """
+    if status is None or status < 400:
+        return False
+    return status == 501 or bool(_UNSUPPORTED.search(message))
+
+
+def timeout_note(exc: Exception) -> str:
+    """`` after N s`` when the request's timeout can be read from the error."""
+    request = getattr(exc, "request", None)
+    timeout = getattr(request, "extensions", {}).get("timeout") if request else None
+    read = timeout.get("read") if isinstance(timeout, dict) else None
+    return f" after {read:g} s (timeout_s)" if isinstance(read, int | float) else ""

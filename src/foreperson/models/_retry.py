@@ -4,12 +4,13 @@ rather than adding flags)."""
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import anyio
 
-from ..errors import ModelError
+from ..errors import ConfigurationError, ModelError
 from ..retry import backoff_seconds, is_retryable, retry_after_seconds
 from ._base import Model, ModelBase
 from ._messages import Message, ModelRequestParameters, ModelResponse, TextDelta
@@ -38,7 +39,7 @@ class RetryingModel(ModelBase):
         rng: randomness for the jitter (a seeded ``random.Random`` makes it repeatable).
 
     Raises:
-        ValueError: ``max_attempts`` < 1.
+        ConfigurationError: ``max_attempts`` < 1, or a negative or non-finite delay.
     """
 
     def __init__(
@@ -52,9 +53,18 @@ class RetryingModel(ModelBase):
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         rng: random.Random | None = None,
     ) -> None:
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts counts the first try, must be >= 1: {max_attempts}")
         self.wrapped = model
+        if not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ConfigurationError(
+                f"RetryingModel(max_attempts={max_attempts!r}): it counts the first try, so "
+                "give an integer >= 1 (1 = no retries)"
+            )
+        for label, value in (("base_s", base_s), ("cap_s", cap_s),
+                             ("max_retry_after_s", max_retry_after_s)):
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise ConfigurationError(
+                    f"RetryingModel({label}={value!r}): give a finite number of seconds >= 0"
+                )
         self.max_attempts = max_attempts
         self.base_s = base_s
         self.cap_s = cap_s
