@@ -1,8 +1,11 @@
-# make lint | test | bench
-.PHONY: lint test bench
+# make lint | type | test | bench
+.PHONY: lint type test bench
 
 lint:
 	python3 -m ruff check src tests benchmarks examples
+
+type:
+	python3 -m mypy
 
 test:
 	python3 -m pytest

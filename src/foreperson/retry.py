@@ -50,8 +50,9 @@ def backoff_seconds(
     if base < 0 or cap < 0:
         raise ConfigurationError(
             f"backoff_seconds: base and cap must be >= 0 seconds, got base={base}, cap={cap}")
-    delay = min(cap, base * (2 ** min(attempt - 1, 62)))
-    return delay * (rng or random).uniform(0.75, 1.25)
+    delay = min(cap, base * 2.0 ** min(attempt - 1, 62))
+    jitter = float((rng or random).uniform(0.75, 1.25))
+    return delay * jitter
 
 
 def status_code_of(exc: BaseException) -> int | None:

@@ -154,7 +154,8 @@ class _TestModel(ModelBase):
         elif isinstance(reply, BaseModel):
             response = ModelResponse(text=reply.model_dump_json(), finish_reason="stop")
         elif isinstance(reply, Sequence) and all(isinstance(c, ToolCall) for c in reply):
-            response = ModelResponse(tool_calls=tuple(reply), finish_reason="tool_calls")
+            calls = tuple(c for c in reply if isinstance(c, ToolCall))
+            response = ModelResponse(tool_calls=calls, finish_reason="tool_calls")
         else:
             raise TypeError(
                 f"{self.name}: cannot reply with {reply!r}; use text, ToolCall(s), a pydantic "
@@ -163,19 +164,19 @@ class _TestModel(ModelBase):
         # ids follow from the conversation (not from a counter), so a replayed run
         # gets the same ids
         seen = sum(len(m.tool_calls) for m in messages if isinstance(m, ModelResponse))
-        calls = [
+        named = [
             call if call.id else replace(call, id=f"call_{seen + i + 1}")
             for i, call in enumerate(response.tool_calls)
         ]
         output = response.output
-        if output is None and not calls and params.output_type is not None:
+        if output is None and not named and params.output_type is not None:
             if isinstance(reply, params.output_type):
                 output = reply
             else:
                 output = parse_output(params.output_type, response.text)
         usage = response.usage
         if usage.input_tokens == 0 and usage.output_tokens == 0:
-            out_words = _message_words(replace(response, tool_calls=tuple(calls)))
+            out_words = _message_words(replace(response, tool_calls=tuple(named)))
             usage = Usage(
                 model_calls=1,
                 input_tokens=max(1, sum(_message_words(m) for m in messages)),
@@ -183,7 +184,7 @@ class _TestModel(ModelBase):
             )
         return replace(
             response,
-            tool_calls=tuple(calls),
+            tool_calls=tuple(named),
             output=output,
             usage=usage,
             model_name=response.model_name or self.name,
@@ -212,7 +213,7 @@ class ScriptedModel(_TestModel):
         model = ScriptedModel([ToolCall("add", {"a": 1, "b": 2}), "3"])
         with model:
             result = await Agent("Add.", model=model, tools=[add]).run("1+2?")
-        assert model.calls[1].messages[-1].content == "3"
+        assert model.named[1].messages[-1].content == "3"
 
     Args:
         replies: the replies, in order (see :data:`Reply`).
@@ -278,8 +279,8 @@ class ScriptedModel(_TestModel):
     async def __aenter__(self) -> ScriptedModel:
         return self
 
-    async def __aexit__(self, exc_type: object, *rest: object) -> None:
-        if exc_type is None:
+    async def __aexit__(self, *exc_info: object) -> None:
+        if not exc_info or exc_info[0] is None:
             self.assert_all_used()
 
 
@@ -308,7 +309,7 @@ class FunctionModel(_TestModel):
     """
 
     def __init__(self, function: ReplyFunction, *, name: str | None = None) -> None:
-        super().__init__(name or getattr(function, "__name__", "function"))
+        super().__init__(name or str(getattr(function, "__name__", "function")))
         self.function = function
 
     async def request(

@@ -10,12 +10,15 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from ..errors import ConfigurationError
 from ._common import DSN_HELP
+
+if TYPE_CHECKING:
+    from ..work.stores.postgres import PostgresStore
 
 SCHEMA_HELP = "PostgreSQL schema of the task tables (default: $FOREPERSON_PG_SCHEMA or foreperson)."
 
@@ -23,7 +26,7 @@ db_app = typer.Typer(help="The PostgreSQL schema and shared-resource limits.",
                      no_args_is_help=True)
 
 
-def _store(dsn: str | None, schema: str | None, *, migrate: bool):
+def _store(dsn: str | None, schema: str | None, *, migrate: bool) -> PostgresStore:
     if not dsn:
         raise ConfigurationError("foreperson db needs --dsn (a PostgreSQL DSN)")
     from ..work.stores.postgres import PostgresStore

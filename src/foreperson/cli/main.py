@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 from ..errors import ConfigurationError, ForepersonError
 
@@ -23,7 +24,7 @@ def _version(value: bool) -> None:
         raise SystemExit(0)
 
 
-def build_app():
+def build_app() -> Any:
     """The typer application with every command registered.
 
     Raises:

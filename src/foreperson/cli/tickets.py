@@ -5,13 +5,21 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import anyio
 import typer
 
+if TYPE_CHECKING:
+    from ..tickets.job import JobProgress, JobReport, TicketJob
+    from ..tickets.llm import LlmTicketModel
+    from ..tickets.model import TicketModel
+    from ..tickets.reader import TicketFile
+
 from ..errors import ConfigurationError
+from ..work.store import TaskStore
 from ._common import DB_HELP, DSN_HELP, open_store, redact
 
 EXAMPLES_HELP = ("Labelled tickets to train on (CSV/JSON/JSONL with text, label and answer "
@@ -47,7 +55,7 @@ def tickets(
 
     Example: foreperson tickets tickets.csv --workers 8 --db tickets.db --out results.jsonl
     """
-    from ..tickets.job import TicketJob, check_output_path, run_job
+    from ..tickets.job import TicketJob, check_output_path
     from ..tickets.model import TicketModel, bundled_examples, load_examples
     from ..tickets.reader import read_tickets
 
@@ -81,8 +89,8 @@ def tickets(
         # before any work: a server that cannot be reached at all (no network, a typo,
         # nothing listening) is a configuration error, also for the providers' own APIs
         check_reachable(base_url or infer_model(model, max_attempts=1))
-        ticket_model = LlmTicketModel(model, training, base_url=base_url,
-                                      min_confidence=min_confidence)
+        ticket_model: TicketModel | LlmTicketModel = LlmTicketModel(
+            model, training, base_url=base_url, min_confidence=min_confidence)
     else:
         if base_url is not None:
             raise ConfigurationError("--base-url goes with --model")
@@ -102,7 +110,7 @@ def tickets(
                    "with the same FOREPERSON_TICKETS_EXAMPLES (and FOREPERSON_TICKETS_MODEL) "
                    "as this job's --examples / --model", err=True)
     try:
-        report = _run_with_display(run_job, ticket_file, store, out, workers,
+        report = _run_with_display(ticket_file, store, out, workers,
                                    TicketJob(ticket_model, max_attempts), stale_after,
                                    None if dsn else db, show, total)
     except KeyboardInterrupt:
@@ -116,24 +124,27 @@ def tickets(
         raise typer.Exit(1)
 
 
-def _run_with_display(run_job, ticket_file, store, out, workers, job, stale_after,
-                      exclusive_db, show, total):
+def _run_with_display(ticket_file: TicketFile, store: TaskStore, out: Path, workers: int,
+                      job: TicketJob, stale_after: float, exclusive_db: str | None,
+                      show: bool, total: int) -> JobReport:
+    from ..tickets.job import run_job
+
     last_plain = [0.0]
     first_written: list[int] = []
 
-    def describe(p) -> str:
+    def describe(p: JobProgress) -> str:
         first_written[:] = first_written or [p.written]    # done by an earlier run
         rate = (p.written - first_written[0]) / max(p.elapsed_s, 1e-9)
         return (f"{p.written}/{total} tickets, {rate:.1f}/s"
                 + (f", {p.dead} cannot be written (DEAD tasks)" if p.dead else ""))
 
-    async def go(callback):
+    async def go(callback: Callable[[JobProgress], None]) -> JobReport:
         return await run_job(ticket_file, store, out, workers=workers, job=job,
                              stale_after=stale_after, exclusive_db=exclusive_db,
                              progress=callback)
 
     if not show:
-        def plain(p):
+        def plain(p: JobProgress) -> None:
             now = time.monotonic()
             if now - last_plain[0] >= 5.0 or p.written + p.dead == total:
                 last_plain[0] = now
@@ -147,13 +158,13 @@ def _run_with_display(run_job, ticket_file, store, out, workers, job, stale_afte
                   TimeElapsedColumn(), console=Console(stderr=True), transient=False) as bar:
         handle = bar.add_task("starting", total=total)
 
-        def live(p):
+        def live(p: JobProgress) -> None:
             bar.update(handle, completed=p.written, description=describe(p))
 
         return anyio.run(go, live)
 
 
-def _print_summary(report, out) -> None:
+def _print_summary(report: JobReport, out: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 

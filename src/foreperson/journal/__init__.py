@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..errors import ForepersonError, RunError
 
 __all__ = [
+    "KNOWN_VERSIONS",
     "STEP_VERSION",
     "Journal",
     "JournalDivergence",
@@ -41,6 +42,7 @@ STEP_VERSION = 1
 """The step format this foreperson writes and reads."""
 
 KNOWN_VERSIONS = frozenset({1})
+"""The step formats this foreperson can replay."""
 
 
 class UnknownStepVersion(ForepersonError):

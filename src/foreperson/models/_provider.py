@@ -257,7 +257,8 @@ def _proxy_for(scheme: str, host: str) -> str | None:
     if not proxy:
         return None
     no_proxy = os.environ.get("no_proxy") or os.environ.get("NO_PROXY") or ""
-    if no_proxy and urllib.request.proxy_bypass_environment(host, {"no": no_proxy}):
+    bypass = getattr(urllib.request, "proxy_bypass_environment")  # noqa: B009 - not in stubs
+    if no_proxy and bypass(host, {"no": no_proxy}):
         return None
     return proxy
 

@@ -133,6 +133,7 @@ class RetryingModel(ModelBase):
         retryable = exc.retryable if isinstance(exc, ModelError) else is_retryable(exc)
         if not retryable or attempt >= self.max_attempts:
             raise self._final(exc, attempt)
+        asked: float | None
         if isinstance(exc, ModelError) and exc.retry_after_s is not None:
             asked = exc.retry_after_s
         else:

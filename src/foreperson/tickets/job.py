@@ -425,18 +425,6 @@ class _JobLock:
         self._file.close()
 
 
-class _JobLock:
-    """One job per SQLite database at a time; a crashed holder's lock vanishes with it."""
-
-    def __init__(self, db: str) -> None:
-        self.path = f"{db}.lock"
-        self._file = _open_exclusive(self.path, "a+", f"another foreperson job is running on "
-                                     f"{db}; wait for it to finish or use another --db")
-
-    def close(self) -> None:
-        self._file.close()
-
-
 @dataclass(frozen=True)
 class JobProgress:
     """Where the job stands (for a progress display; O(1) to compute).

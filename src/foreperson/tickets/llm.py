@@ -60,7 +60,7 @@ class LlmTicketModel:
             + ", ".join(self.labels) + f". Priority is one of: {', '.join(priorities)}. "
             "Give your confidence between 0 and 1.",
             model=chosen, output_type=self.output_type, name="classifier")
-        self.drafter = Agent(
+        self.drafter: Agent[Any] = Agent(
             "You draft short, polite replies to customer support tickets, in the language "
             "of the ticket. Do not promise what you cannot check. Reply with the draft only.",
             model=chosen, name="drafter")
@@ -71,7 +71,7 @@ class LlmTicketModel:
 
     def classify(self, text: str) -> Classification:
         """Category (one of :attr:`labels`), confidence and priority, from the model."""
-        out = self.classifier.run_sync(text).output
+        out: Any = self.classifier.run_sync(text).output
         return Classification(out.category, float(out.confidence), out.priority)
 
     def draft(self, text: str, category: str) -> dict[str, Any]:

@@ -77,7 +77,7 @@ class App:
                                      "as separate workers (kinds=...)")
         if modes == {True}:
             async def run_async(task: Task) -> Any:
-                return await fns[task.kind](task)  # type: ignore[misc]
+                return await fns[task.kind](task)
             fn: TaskFn = run_async
         else:
             def run_blocking(task: Task) -> Any:

@@ -200,7 +200,7 @@ class RunLoop:
             self._group = None
             with anyio.CancelScope(shield=True):   # Ctrl-C: give every held task back
                 await anyio.to_thread.run_sync(self.sup.release_held)
-        stats = final or await anyio.to_thread.run_sync(self._sample)
+        stats = final if final is not None else await anyio.to_thread.run_sync(self._sample)
         if self.progress is not None:
             await anyio.to_thread.run_sync(self.progress, stats)
         counters = self.sup.counters

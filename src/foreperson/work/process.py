@@ -109,7 +109,7 @@ class AppWorker(Worker):
         """Run the task's function: awaited when async, in a thread when blocking."""
         fn = self._functions[task.kind]
         if _is_coroutine_function(fn):
-            return await fn(task)  # type: ignore[misc]
+            return await fn(task)
         return await anyio.to_thread.run_sync(fn, task, limiter=self._threads)
 
 

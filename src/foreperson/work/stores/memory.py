@@ -126,7 +126,7 @@ class MemoryStore:
         """See :meth:`TaskStore.ready`."""
         with self._lock:
             now = self._now()
-            out = []
+            out: list[Task] = []
             for task in self._tasks.values():
                 if len(out) >= limit:
                     break

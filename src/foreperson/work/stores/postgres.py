@@ -321,7 +321,7 @@ class PostgresStore:
         self._psycopg = psycopg
         schema_name = self.schema
 
-        def configure(conn: psycopg.Connection) -> None:
+        def configure(conn: Any) -> None:
             conn.execute("SELECT set_config('search_path', quote_ident(%s), false), "
                          "set_config('application_name', 'foreperson', false)",
                          (schema_name,))

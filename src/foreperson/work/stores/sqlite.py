@@ -327,7 +327,7 @@ class SqliteStore:
     def schema_version(self) -> int:
         """The database's migration number."""
         with self._lock:
-            return self._conn.execute("PRAGMA user_version").fetchone()[0]
+            return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -392,7 +392,8 @@ class SqliteStore:
             else:
                 self._conn.execute("RELEASE op")
 
-    def _read(self, sql: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> list[tuple]:
+    def _read(self, sql: str,
+              params: Mapping[str, Any] | Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             try:
                 return self._conn.execute(sql, params).fetchall()
@@ -744,7 +745,8 @@ class SqliteStore:
                 "now": self.clock.now()}).rowcount == 1
             row = db.execute(Q["step_get"], {"run_id": step.run_id, "key": step.key}).fetchone()
         if fresh:       # ours: its version is the caller's to know
-            return Step(*row[:4], json.loads(row[4]), row[5], from_epoch(row[6]), row[7])
+            return Step(row[0], row[1], row[2], row[3], json.loads(row[4]), row[5],
+                        from_epoch(row[6]), row[7])
         return _row_to_step(row)
 
     def list_steps(self, run_id: str) -> list[Step]:
