@@ -7,7 +7,6 @@ time (schema violations, other 4xx): park it DEAD on the first try.
 
 from __future__ import annotations
 
-import json
 import random
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -16,8 +15,12 @@ from .errors import ConfigurationError, GiveUp, Retry
 
 __all__ = ["backoff_seconds", "is_retryable", "retry_after_seconds", "status_code_of"]
 
-_NON_RETRYABLE = (ValueError, TypeError, KeyError, LookupError, AttributeError,
-                  json.JSONDecodeError, NotImplementedError, AssertionError)
+# The same code, on the same payload, raises them again: programming errors and a field
+# the payload lacks. (ValueError is not here: a truncated JSON reply from a flaky upstream
+# raises one, and so do many transient decoding failures; validation errors are caught by
+# name, below.)
+_NON_RETRYABLE = (TypeError, KeyError, LookupError, AttributeError, NameError,
+                  NotImplementedError, AssertionError, ConfigurationError)
 
 
 def backoff_seconds(
@@ -73,10 +76,12 @@ def is_retryable(exc: BaseException) -> bool:
 
     Rules, in order: :class:`~foreperson.errors.Retry` yes, :class:`~foreperson.errors.GiveUp`
     no; an HTTP status 408, 409, 425, 429 or 5xx yes, any other 4xx no; timeouts and
-    connection errors (including httpx's, recognised by name) yes; validation and
-    programming errors (ValueError, TypeError, KeyError, AssertionError, any
-    ``…ValidationError`` such as pydantic's) no; anything else yes (assumed
-    transient, bounded by ``max_attempts``).
+    connection errors (including httpx's, recognised by name) yes; validation errors
+    (any ``…ValidationError``, such as pydantic's), programming errors (TypeError,
+    AttributeError, NameError, NotImplementedError, AssertionError), a field the
+    payload lacks (KeyError, LookupError) and foreperson's ConfigurationError no;
+    anything else yes, ValueError included (a truncated JSON reply from a flaky upstream
+    is one), bounded by ``max_attempts``.
 
     Args:
         exc: the exception a task or a model call raised.

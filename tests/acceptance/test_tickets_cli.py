@@ -150,6 +150,24 @@ def test_status_and_retry_commands(tmp_path):
     assert missing.returncode == 2 and "no task database at nope.db" in missing.stderr
 
 
+def test_status_tells_a_dead_holder_from_a_live_one(tmp_path):
+    from foreperson.testing import ManualClock
+    from foreperson.work import Task
+
+    clock = ManualClock(start=time.time() - 600)       # claimed ten minutes ago
+    store = SqliteStore(tmp_path / "t.db", clock=clock)
+    store.add([Task("k", id="gone"), Task("k", id="alive")])
+    store.claim("dead-proc", {"k"}, 1, start=True, lease_s=30)
+    store.close()
+    store = SqliteStore(tmp_path / "t.db")
+    store.claim("live-proc", {"k"}, 1, start=True, lease_s=30)
+    store.close()
+    status = json.loads(foreperson("status", "--db", "t.db", "--json", cwd=tmp_path).stdout)
+    assert status["workers_health"]["live-proc"] == "ok"
+    assert status["workers_health"]["dead-proc"].startswith("stale: its leases expired")
+    assert "presumed dead" in foreperson("status", "--db", "t.db", cwd=tmp_path).stdout
+
+
 def test_the_readme_sample_runs(tmp_path):
     sample = ROOT / "examples" / "tickets_sample.csv"
     foreperson("tickets", str(sample), "--workers", "8", "--no-progress", cwd=tmp_path)

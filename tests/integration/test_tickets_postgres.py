@@ -69,3 +69,44 @@ def test_a_bad_dsn_fails_at_once_in_one_line(tmp_path, dsn, message):
                           text=True, timeout=30)
     assert done.returncode != 0 and message in done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+@pytest.mark.timeout(180)
+def test_ctrl_c_on_a_dsn_supervisor_gives_its_held_tasks_back_at_once(tmp_path, pg_dsn,
+                                                                     pg_schema):
+    import time
+
+    import psycopg
+    from psycopg import sql
+
+    with (tmp_path / "in.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", "subject", "body"])
+        for i in range(600):
+            writer.writerow([f"C{i:04d}", "Refund", "I was charged twice, please help"])
+    env = dict(os.environ, FOREPERSON_PG_SCHEMA=pg_schema)
+    args = cli("tickets", "in.csv", "--dsn", pg_dsn, "--workers", "4", "--out", "o.jsonl",
+               "--no-progress", "--max-attempts", "1")
+    proc = subprocess.Popen(args, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+    def held() -> int:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            return conn.execute(sql.SQL("SELECT count(*) FROM {}.tasks WHERE status IN "
+                                        "('assigned', 'running')").format(
+                sql.Identifier(pg_schema))).fetchone()[0]
+
+    out = tmp_path / "o.jsonl"
+    deadline = time.monotonic() + 120
+    while not (out.exists() and len(out.read_text().splitlines()) >= 50):
+        assert time.monotonic() < deadline and proc.poll() is None, "the job did not start"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 130
+    assert held() == 0                                   # given back, not left to expire
+    again = subprocess.run(args, env=env, cwd=tmp_path, capture_output=True, text=True,
+                           timeout=150)
+    assert again.returncode == 0, again.stderr           # nothing went DEAD
+    assert "reclaimed: 0" in again.stdout                # nothing waited for a lease
+    ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 600

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -56,7 +57,9 @@ def validation_error() -> ValidationError:
     (TimeoutError("slow"), True), (ConnectionResetError("reset"), True),
     (HTTPError(429), True), (HTTPError(503), True), (HTTPError(500), True),
     (HTTPError(400), False), (HTTPError(404), False), (HTTPError(422), False),
-    (ValueError("bad payload"), False), (KeyError("field"), False),
+    (ValueError("bad payload"), True), (KeyError("field"), False),
+    (json.JSONDecodeError("Expecting value", '{"truncated": ', 14), True),
+    (TypeError("not a dict"), False), (AttributeError("no such field"), False),
     (validation_error(), False), (GiveUp("no"), False), (Retry("again"), True),
     (RuntimeError("something odd"), True),
 ])

@@ -121,8 +121,8 @@ def test_retry_then_success_keeps_the_history():
     assert task.errors[0]["error"] == "ConnectionError: reset by peer"
 
 
-@pytest.mark.parametrize("error", [ValueError("bad payload"), GiveUp("no such customer"),
-                                   KeyError("ticket")])
+@pytest.mark.parametrize("error", [TypeError("payload is not a mapping"),
+                                   GiveUp("no such customer"), KeyError("ticket")])
 def test_non_retryable_error_is_dead_on_the_first_try(error):
     sup = supervisor()
 
@@ -434,3 +434,29 @@ def test_seed_000s_inspection_reads_the_tasks():
     assert sup.tasks["b"].result == 4 and sup.tasks["a"].status is Status.COMPLETED
     with pytest.raises(KeyError):
         sup.tasks["missing"]
+
+
+def test_an_attempt_hung_in_a_live_process_is_bounded_by_its_lease():
+    """Heartbeats keep a live process's tasks held; an attempt running past ten times its
+    lease is presumed hung: its heartbeat stops, it is reclaimed and run again."""
+    import threading
+
+    unblock = threading.Event()
+    attempts = []
+
+    def work(task):
+        attempts.append(task.lease_token)
+        if len(attempts) == 1:
+            assert unblock.wait(20)          # hung, until the test lets it go
+            return "hung"
+        unblock.set()
+        return "fresh"
+
+    sup = Supervisor(MemoryStore(), stale_after=0.1, hung_after=3, sweep_every_s=0.02,
+                     prefetch=0)
+    sup.register(Worker("w", {"k"}, fn=work, concurrency=2))
+    sup.add_task(Task("k", id="t"))
+    report = sup.run_sync(idle_wait_s=0.01)
+    task = sup.tasks["t"]
+    assert task.result == "fresh" and task.attempts == 2 and report.lease_lost == 1
+    assert "stopped heartbeating" in task.errors[0]["error"]

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from ..work.metrics import timeline
-from ..work.task import Status
+from ..work.store import StoreStats
+from ..work.task import Status, Task
 from ._common import DB_HELP, DSN_HELP, open_store
 
 
@@ -25,13 +26,16 @@ def status(
         stats = store.stats()
         dead = store.list_tasks(status=Status.DEAD, limit=20)
         history = timeline(store.list_tasks(), points)
+        held = store.list_tasks(status=Status.ASSIGNED) + store.list_tasks(status=Status.RUNNING)
     finally:
         store.close()
+    health = worker_health(stats, held)
     if as_json:
         typer.echo(json.dumps({
             "counts": {s.value: n for s, n in stats.counts.items()},
             "active_by_worker": stats.active_by_worker,
             "workers_last_seen": {k: v.isoformat() for k, v in stats.workers.items()},
+            "workers_health": health,
             "oldest_unfinished_age_s": stats.oldest_unfinished_age_s,
             "dead": [{"id": t.id, "kind": t.kind, "error": t.error} for t in dead],
         }))
@@ -52,10 +56,12 @@ def status(
         workers.add_column("worker")
         workers.add_column("active", justify="right")
         workers.add_column("last seen")
+        workers.add_column("health")
         for name in sorted(set(stats.active_by_worker) | set(stats.workers)):
             seen = stats.workers.get(name)
             workers.add_row(name, str(stats.active_by_worker.get(name, 0)),
-                            seen.isoformat(timespec="seconds") if seen else "")
+                            seen.isoformat(timespec="seconds") if seen else "-",
+                            health.get(name, ""))
         console.print(workers)
     if history:
         over = Table(title="tasks over time")
@@ -74,6 +80,40 @@ def status(
         for t in dead:
             table.add_row(t.id, t.kind, str(t.attempts), (t.error or "")[:120])
         console.print(table)
+
+
+STALE_WORKER_S = 30.0
+"""A worker process that has not recorded a heartbeat for this long is shown as stale."""
+
+
+def worker_health(stats: StoreStats, held: list[Task]) -> dict[str, str]:
+    """Per worker: ``"ok"``, or why it looks dead: every lease it holds has expired (the
+    next sweep by any process takes them back), or its process stopped heartbeating.
+
+    Args:
+        stats: the store's snapshot (``workers``: last heartbeat per process).
+        held: the ASSIGNED and RUNNING tasks.
+
+    Returns:
+        worker name -> a short, readable verdict.
+    """
+    out: dict[str, str] = {}
+    by_worker: dict[str, list[Task]] = {}
+    for task in held:
+        by_worker.setdefault(task.assigned_to or "?", []).append(task)
+    for name in set(by_worker) | set(stats.workers):
+        tasks = by_worker.get(name, [])
+        expiries = [t.lease_expires_at for t in tasks if t.lease_expires_at is not None]
+        seen = stats.workers.get(name)
+        if expiries and max(expiries) < stats.now:
+            ago = (stats.now - max(expiries)).total_seconds()
+            out[name] = (f"stale: its leases expired {ago:.0f} s ago (presumed dead; the "
+                         "next sweep takes its tasks back)")
+        elif seen is not None and (stats.now - seen).total_seconds() > STALE_WORKER_S:
+            out[name] = (f"stale: no heartbeat for {(stats.now - seen).total_seconds():.0f} s")
+        else:
+            out[name] = "ok"
+    return out
 
 
 def register(app: typer.Typer) -> None:

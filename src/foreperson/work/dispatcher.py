@@ -151,11 +151,24 @@ class Dispatcher:
         with self.lock:
             return list(self._flights)
 
-    def leases(self) -> dict[str, str]:
-        """``{task id: token}`` of the booked attempts, for a heartbeat (the newest
-        token when a task is booked twice: the older lease is gone anyway)."""
+    def leases(self, hung_after: float | None = None) -> tuple[dict[str, str], list[str]]:
+        """What to heartbeat: ``{task id: token}`` of the booked attempts (the newest
+        token when a task is booked twice: the older lease is gone anyway), leaving out
+        attempts that have run longer than ``hung_after`` times their lease.
+
+        Returns:
+            ``(leases, hung)``: the leases to renew, and the ids left out as hung.
+        """
+        now = time.monotonic()
         with self.lock:
-            return {task_id: token for task_id, token in self._flights}
+            leases: dict[str, str] = {}
+            hung: list[str] = []
+            for (task_id, token), flight in self._flights.items():
+                if hung_after is not None and now - flight.began > hung_after * flight.lease_s:
+                    hung.append(task_id)
+                else:
+                    leases[task_id] = token
+            return leases, hung
 
     def shortest_lease_s(self) -> float:
         """The shortest lease held, seconds (the default lease when nothing is held)."""

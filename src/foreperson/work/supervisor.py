@@ -120,6 +120,11 @@ class Supervisor:
             is given back for another worker (default 2).
         claim_batch: most tasks claimed per store transaction (default 16: small, so
             work starts early).
+        hung_after: an attempt still running after this many times its lease (default
+            10; None: never) is presumed hung inside a live process: its heartbeat stops,
+            so its lease expires and the task is reclaimed and run again, and the hung
+            attempt's late result is refused. ``Worker(timeout_s=)`` bounds an attempt
+            more precisely.
 
     Raises:
         ConfigurationError: unknown strategy or a lease that is not a positive number
@@ -132,7 +137,8 @@ class Supervisor:
                  backoff_cap_s: float = 60.0, heartbeat_every_s: float | None = None,
                  sweep_every_s: float | None = None, clock: Clock | None = None,
                  rng: random.Random | None = None, pull: bool = False, prefetch: int = 1,
-                 prefetch_wait_s: float = 2.0, claim_batch: int = 16) -> None:
+                 prefetch_wait_s: float = 2.0, claim_batch: int = 16,
+                 hung_after: float | None = 10.0) -> None:
         if strategy not in STRATEGIES:
             raise ConfigurationError(f"unknown strategy {strategy!r}: choose one of {STRATEGIES}")
         leases = {"stale_after": stale_after, **(stale_after_by_kind or {})}
@@ -163,6 +169,8 @@ class Supervisor:
         self._next_sweep = 0.0
         self._next_heartbeat = 0.0
         self._stored: dict[tuple[str, str], bool] = {}   # completions written in bulk
+        self.hung_after = hung_after
+        self._hung: set[str] = set()
         self._loop: RunLoop | None = None
 
     # -- set-up ----------------------------------------------------------------
@@ -526,7 +534,12 @@ class Supervisor:
             return
         self._next_heartbeat = now + min(self.heartbeat_every_s,
                                          self.dispatcher.shortest_lease_s() / 3)
-        leases = self.dispatcher.leases()
+        leases, hung = self.dispatcher.leases(self.hung_after)
+        for task_id in set(hung) - self._hung:
+            log.warning("task %s has run for more than %g times its lease: presumed hung, its "
+                        "heartbeat stops so it is reclaimed and retried (give the worker "
+                        "timeout_s to bound an attempt)", task_id, self.hung_after)
+        self._hung = set(hung)
         if not leases:
             return
         lost = {i for i in self.store.heartbeat(leases)
