@@ -193,3 +193,30 @@ def test_many_slots_over_short_tasks_never_deadlock(cluster, pg_dsn, pg_schema):
                      "current_database()")
     assert after == before, f"{after - before} deadlock(s) detected"
     assert not any("deadlock" in w.stderr() for w in workers)
+
+
+@pytest.mark.timeout(150)
+def test_a_kill_storm_burns_no_attempt_of_a_task_that_never_ran(cluster, pg_dsn, pg_schema):
+    """Worker processes killed right after claiming (their prefetched tasks not started)
+    over and over: no task ends DEAD, and every counted attempt either completed or was
+    recorded as running when its worker died."""
+    group, db = cluster
+    rng = random.Random(3)
+    ids = [f"s{i:04d}" for i in range(1500)]
+    add(pg_dsn, pg_schema, [Task("work", {"ms": rng.randint(5, 20)}, id=i, max_attempts=3)
+                            for i in ids])
+    live = [group.start(concurrency=4, prefetch=4, stale_after=1.0) for _ in range(3)]
+    for _ in range(30):
+        victim = live.pop(rng.randrange(len(live)))
+        wait_until(lambda v=victim: db.value(
+            "SELECT count(*) FROM tasks WHERE assigned_to = %s AND status = 'assigned'",
+            (v.name,)) or db.completed() == len(ids), timeout=20,
+            what="the victim to hold prefetched tasks")
+        group.kill(victim)
+        live.append(group.start(concurrency=4, prefetch=4, stale_after=1.0))
+    wait_until(lambda: db.completed() == len(ids), timeout=90, what="every task to complete")
+    assert db.counts() == {"completed": len(ids)}            # none DEAD
+    assert db.completions() == collections.Counter(ids)
+    attempts, crashed = db.rows(
+        "SELECT sum(attempts), sum(jsonb_array_length(errors)) FROM tasks")[0]
+    assert attempts == len(ids) + crashed                    # each counted attempt ran
