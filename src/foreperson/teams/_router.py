@@ -11,7 +11,6 @@ model, no writes: it reads the counter and the decision and names the next node)
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from ._records import FINISH, Delegation, RouteDecision, RouteRecord
 from ._run import (
     TeamRun,
     check_roster,
+    failure_message,
     find_store,
     is_running_above,
     output_message,
@@ -414,10 +414,7 @@ class Router:
             run.answered.add((worker, prompt))
             ctx.messages.append(output_message(delegation))
         else:
-            ctx.messages.append(ModelResponse(
-                text=json.dumps({"completed": False, "worker": worker,
-                                 "reason": delegation.error}, ensure_ascii=False),
-                model_name=worker, usage=output_message(delegation).usage))
+            ctx.messages.append(failure_message(delegation))
             if delegation.stop_reason == "loop":
                 ctx.end("loop", detail=f"{worker!r} ended in a loop: {delegation.error}")
 

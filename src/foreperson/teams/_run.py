@@ -150,6 +150,25 @@ def output_message(delegation: Delegation) -> ModelResponse:
                          usage=Usage(), finish_reason="stop")
 
 
+def failure_report(delegation: Delegation) -> str:
+    """A delegation that did not complete, as the team's model reads it: JSON saying so,
+    why, and what the worker produced (at most 2,000 characters), never text that reads
+    like an answer (issue 9: failure is a status)."""
+    produced = delegation.text
+    if produced is not None and len(produced) > 2000:
+        produced = produced[:2000] + "..."
+    return json.dumps({"completed": False, "worker": delegation.worker,
+                       "reason": delegation.error or delegation.stop_reason,
+                       "produced": produced}, ensure_ascii=False)
+
+
+def failure_message(delegation: Delegation) -> ModelResponse:
+    """:func:`failure_report` as the team transcript records it, attributed to the
+    worker."""
+    return ModelResponse(text=failure_report(delegation), model_name=delegation.worker,
+                         usage=Usage(), finish_reason="stop")
+
+
 def appended_messages(result: RunResult[Any], prompt: str) -> list[Message]:
     """The messages a run added after its prompt."""
     for i, message in enumerate(result.messages):
@@ -464,10 +483,17 @@ class TeamRun:
         return None
 
     def best_effort(self, result: RunResult[Any]) -> str | None:
-        """The final answer of a run a cap, a loop or a limit ended: by default the last
-        worker output, else what the run produced. Architectures refine it."""
+        """The final answer of a run a cap, a loop or a limit ended: the last completed
+        worker output, else what the last worker that stopped had produced (a nested
+        team's own best effort), else None (nothing to show; never a tool error or a
+        decision dressed as an answer). Architectures refine it."""
         last = self.last_output()
-        return last if last is not None else result.text
+        if last is not None:
+            return last
+        for delegation in reversed(self.delegations):
+            if delegation.text is not None and delegation.stop_reason is not None:
+                return delegation.text
+        return None
 
     def shape_result(self, result: RunResult[Any]) -> TeamResult[Any]:
         """The run's result as a :class:`TeamResult` (the run's ``result_hook``)."""

@@ -7,7 +7,6 @@ task).
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -15,19 +14,20 @@ import anyio
 
 from ..agents import Agent, AgentEvent, RunContext
 from ..errors import ConfigurationError
-from ..models import ModelResponse, Usage
 from ..work import MemoryStore, TaskStore
 from ._records import Delegation
-from ._run import TeamRun, check_roster, find_store, first_error, output_message, work_prompt
+from ._run import (
+    TeamRun,
+    check_roster,
+    failure_message,
+    find_store,
+    first_error,
+    output_message,
+    work_prompt,
+)
 from ._supervisor import _positive, _seconds
 
 __all__ = ["Parallel", "Pipeline"]
-
-
-def _failure_message(delegation: Delegation) -> ModelResponse:
-    return ModelResponse(text=json.dumps({"completed": False, "worker": delegation.worker,
-                                          "reason": delegation.error}, ensure_ascii=False),
-                         model_name=delegation.worker, usage=Usage())
 
 
 def _roster(shape: str, agents: Sequence[Agent[Any]]) -> dict[str, Agent[Any]]:
@@ -130,7 +130,7 @@ class Pipeline(_FixedShape):
             delegation = await run.delegate(name, agent, work_prompt(ctx.messages),
                                             name=name, turn=0, index=index)
             if not delegation.completed:
-                ctx.messages.append(_failure_message(delegation))
+                ctx.messages.append(failure_message(delegation))
                 ctx.end("worker_failed",
                         detail=f"stage {index} ({name}) did not complete: {delegation.error}")
                 return
@@ -198,7 +198,7 @@ class Parallel(_FixedShape):
         for delegation in done:
             assert delegation is not None
             ctx.messages.append(output_message(delegation) if delegation.completed
-                                else _failure_message(delegation))
+                                else failure_message(delegation))
         if self.merge is None:
             parts = [f"[{d.worker}] {d.answer if d.completed else '(did not complete)'}"
                      for d in done if d is not None]
@@ -210,7 +210,7 @@ class Parallel(_FixedShape):
                                     work_prompt(ctx.messages), name=self.merge, turn=0,
                                     index=len(self.branches) + 1)
         if not merged.completed:
-            ctx.messages.append(_failure_message(merged))
+            ctx.messages.append(failure_message(merged))
             ctx.end("worker_failed", detail=f"the merge ({self.merge}) did not complete: "
                                             f"{merged.error}")
             return

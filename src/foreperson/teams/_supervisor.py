@@ -32,6 +32,7 @@ from ._records import Delegation, RouteRecord
 from ._run import (
     TeamRun,
     check_roster,
+    failure_report,
     find_store,
     io,
     is_running_above,
@@ -645,6 +646,11 @@ class Supervisor:
         delegation = await run.delegate(
             planned.worker, run.agent_for(planned.worker), planned.instructions,
             name=planned.worker, turn=ctx.turn, index=index)
+        if delegation.stop_reason == "loop":    # a team below went round in circles
+            run.end_after_turn = ("loop", f"{delegation.worker!r} ended in a loop: "
+                                          f"{delegation.error}")
+            await run.publish(LoopDetectedEvent, worker=delegation.worker,
+                              detail=run.end_after_turn[1])
         if delegation.completed:
             answer = delegation.answer or ""
             if self.context == "capped":
@@ -652,11 +658,7 @@ class Supervisor:
                         f"context shows the first {self.context_chars}, read_output("
                         f"{delegation.worker!r}) returns all of it")
             return answer
-        return ToolReturn("", "", json.dumps({
-            "completed": False, "worker": delegation.worker,
-            "reason": delegation.error or delegation.stop_reason,
-            "produced": _capped(delegation.text, 2000) or None,
-        }, ensure_ascii=False), is_error=True)
+        return ToolReturn("", "", failure_report(delegation), is_error=True)
 
     async def _forward(self, ctx: RunContext, worker: str) -> ToolReturn | str:
         run = self._run_of(ctx)
