@@ -1,10 +1,14 @@
 """foreperson: the supervisor / worker pattern with durable task records.
 
 The front door holds what a quickstart needs; everything else lives in subpackages.
+``foreperson.Supervisor`` is the work layer's (tasks to workers); the agent-team
+architecture of seed 001 is :class:`foreperson.teams.Supervisor`, built by
+``Team.supervisor``.
 """
 
 from .agents import Agent, Guards, Limits, tool
 from .errors import ForepersonError, GiveUp, InvalidPlan, Retry
+from .teams import Team
 from .work import (
     App,
     MemoryStore,
@@ -32,6 +36,7 @@ __all__ = [
     "Supervisor",
     "Task",
     "TaskStore",
+    "Team",
     "Worker",
     "current_task",
     "tool",

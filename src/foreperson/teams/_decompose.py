@@ -56,7 +56,9 @@ def _strip_fences(text: str) -> str:
 
 
 def _plan_items(text: str | None, output: Any) -> list[Any]:
-    if isinstance(output, BaseModel):
+    """The subtasks as the model wrote them (its text, not a coerced parse: ``"0"`` is
+    not an index)."""
+    if not text and isinstance(output, BaseModel):
         return [item.model_dump() for item in getattr(output, "tasks", [])]
     try:
         data = json.loads(_strip_fences(text or ""))
