@@ -192,6 +192,7 @@ class Router:
         self._store = store
         self._default_store: MemoryStore | None = None
         self.decision_type = RouteDecision.for_workers(list(self._roster))
+        self._systems: dict[str, SystemMessage] = {}
 
     def __repr__(self) -> str:
         return f"Router(workers={list(self._roster)!r})"
@@ -211,6 +212,7 @@ class Router:
             raise ConfigurationError(f"Router.add_worker: {name!r} is in the roster already")
         self._roster.update(check_roster("router", {name: agent}))
         self.decision_type = RouteDecision.for_workers(list(self._roster))
+        self._systems.clear()
 
     @property
     def store(self) -> TaskStore:
@@ -314,6 +316,10 @@ class Router:
         if response.tool_calls and not text:
             return "the decision must be a JSON object, not a tool call"
         try:
+            return self.decision_type.model_validate_json(text)
+        except ValidationError:
+            pass        # read it loosely: a near-miss name may still resolve
+        try:
             loose = RouteDecision.model_validate_json(text)
         except ValidationError as exc:
             return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'decision'}: {e['msg']}"
@@ -339,12 +345,17 @@ class Router:
         transcript with each output labelled by its worker, and the question."""
         first = ctx.messages[0]
         instructions = first.content if isinstance(first, SystemMessage) else ""
-        roster = "\n".join(f"- {n}: {' '.join(a.instructions.split())[:160]}"
-                           for n, a in self._roster.items())
-        system = SystemMessage(
-            f"{instructions or _DEFAULT_INSTRUCTIONS}\n\nWorkers:\n{roster}\n\nReply with "
-            f"only a JSON object {{\"next\": one of {[*names, FINISH]}, \"reasoning\": "
-            "\"one line\"}. Choose FINISH when the last request is fully answered.")
+        system = self._systems.get(instructions)
+        if system is None:
+            roster = "\n".join(f"- {n}: {' '.join(a.instructions.split())[:160]}"
+                               for n, a in self._roster.items())
+            system = SystemMessage(
+                f"{instructions or _DEFAULT_INSTRUCTIONS}\n\nWorkers:\n{roster}\n\nReply "
+                f"with only a JSON object {{\"next\": one of {[*names, FINISH]}, "
+                "\"reasoning\": \"one line\"}. Choose FINISH when the last request is fully "
+                "answered.")
+            if len(self._systems) < 64:
+                self._systems[instructions] = system
         messages: list[Message] = [system]
         for message in ctx.messages:
             if isinstance(message, UserMessage):

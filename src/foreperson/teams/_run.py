@@ -19,7 +19,7 @@ import math
 import re
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
@@ -35,6 +35,7 @@ from ..retry import backoff_seconds, is_retryable, retry_after_seconds
 from ..testing import UnexpectedModelCall
 from ..work import MemoryStore, Status, Task, TaskStore
 from ._events import DelegationFinishedEvent, DelegationStartedEvent, RouteDecisionEvent
+from ._leases import LEASES
 from ._records import DELEGATION_CODEC, Delegation, RouteRecord, TeamResult
 
 __all__ = ["TeamArchitecture", "TeamRun", "io", "resolve_worker", "work_prompt"]
@@ -186,9 +187,9 @@ def _as_json(output: Any) -> Any:
 async def io(store: TaskStore, call: Callable[[], T]) -> T:
     """A store call, shielded from cancellation (a status write that started finishes);
     in a thread, except for the in-memory store (a dict under a lock)."""
+    if isinstance(store, MemoryStore):
+        return call()       # nothing to await, so nothing can cancel it halfway
     with anyio.CancelScope(shield=True):
-        if isinstance(store, MemoryStore):
-            return call()
         return await anyio.to_thread.run_sync(call)
 
 
@@ -197,6 +198,12 @@ def _add_and_start(store: TaskStore, task: Task, holder: str, lease_s: float) ->
         store.add([task])
         claimed = store.assign([(task.id, holder)], start=True, lease_s=lease_s)
     return claimed[0] if claimed else None
+
+
+class _Lease:
+    """The current lease token of a delegation's task (None until it is claimed)."""
+
+    token: str | None = None
 
 
 def _store_now(store: TaskStore) -> float:
@@ -280,7 +287,8 @@ class TeamRun:
         ctx.audit("route", turn=record.turn, route=record.kind, decision=record.decision,
                   specialist_calls=record.specialist_calls, routed_to=record.routed_to,
                   overridden_by=record.overridden_by)
-        await ctx.publish(RouteDecisionEvent(ctx.run_id, self.team, record, **ctx.tags))
+        if ctx.events is not None:
+            await ctx.publish(RouteDecisionEvent(ctx.run_id, self.team, record, **ctx.tags))
 
     async def publish(self, make: Callable[..., Any], **fields: Any) -> None:
         """Publish a team event built with the run's id, the team's name and tags."""
@@ -343,13 +351,20 @@ class TeamRun:
         task = Task(worker, {"instructions": prompt, "team": self.team, "delegation": key},
                     id=ctx.ids(), run_id=ctx.journal_run_id, parent_id=self.parent_task_id,
                     max_attempts=settings.max_attempts)
-        claimed = await io(store, lambda: _add_and_start(store, task, holder, settings.lease_s))
-        if claimed is None or claimed.lease_token is None:
-            raise ConfigurationError(
-                f"team {self.team!r}: the store did not let the delegation task {task.id} be "
-                "claimed right after adding it; give the team a store of its own")
         self.task_by_path[key] = task.id
-        token = claimed.lease_token
+        lease = _Lease()
+
+        async def claim() -> None:
+            claimed = await io(store, partial(_add_and_start, store, task, holder,
+                                              settings.lease_s))
+            if claimed is None or claimed.lease_token is None:
+                raise ConfigurationError(
+                    f"team {self.team!r}: the store did not let the delegation task "
+                    f"{task.id} be claimed right after adding it; give the team a store of "
+                    "its own")
+            lease.token = claimed.lease_token
+            LEASES.hold(store, task.id, lease.token, settings.lease_s)
+
         began = time.perf_counter()
         attempt = 0
         while True:
@@ -359,18 +374,26 @@ class TeamRun:
             result: RunResult[Any] | None = None
             failure: BaseException | None = None
             try:
-                result = await self._run_worker(agent, prompt, task.id, token)
+                # the first attempt's task is added and claimed while the worker starts
+                result = await self._run_worker(agent, prompt, claim if attempt == 1 else None)
             except _PROPAGATE as exc:
-                why = f"{type(exc).__name__}: {exc}"
-                await io(store, partial(store.fail, task.id, token, why, retry_at=None))
+                if lease.token is not None:
+                    why = f"{type(exc).__name__}: {exc}"
+                    await io(store, partial(store.fail, task.id, lease.token, why,
+                                            retry_at=None))
                 raise
             except anyio.get_cancelled_exc_class():
-                await io(store, partial(
-                    store.fail, task.id, token,
-                    "cancelled: the team's run was cancelled mid-delegation", retry_at=None))
+                if lease.token is not None:
+                    await io(store, partial(
+                        store.fail, task.id, lease.token,
+                        "cancelled: the team's run was cancelled mid-delegation", retry_at=None))
                 raise
             except Exception as exc:  # noqa: BLE001 - the supervisor reads it as a failure
                 failure = exc
+            finally:
+                LEASES.release(store, task.id)      # a lost lease shows when it settles
+            token = lease.token
+            assert token is not None
             if result is not None:
                 delegation = await self._settle(worker, prompt, key, task.id, token, result,
                                                 attempt, began, turn, index)
@@ -385,10 +408,11 @@ class TeamRun:
                 retry_at = _store_now(store) + wait
                 await io(store, partial(store.fail, task.id, token, text, retry_at=retry_at))
                 await anyio.sleep(wait)
-                again = await io(store, lambda: store.assign(
-                    [(task.id, holder)], start=True, lease_s=settings.lease_s))
+                again = await io(store, partial(store.assign, [(task.id, holder)], start=True,
+                                                lease_s=settings.lease_s))
                 if again and again[0].lease_token is not None:
-                    token = again[0].lease_token
+                    lease.token = again[0].lease_token
+                    LEASES.hold(store, task.id, lease.token, settings.lease_s)
                     continue
                 text += "; its retry could not be claimed (another process holds the task)"
             else:
@@ -408,32 +432,34 @@ class TeamRun:
         return delegation
 
     async def _run_worker(
-        self, agent: Agent[Any], prompt: str, task_id: str, token: str
+        self, agent: Agent[Any], prompt: str, claim: Callable[[], Awaitable[None]] | None
     ) -> RunResult[Any]:
-        """The worker's run, nested in the team's, bounded by ``worker_timeout_s``, with
-        its task's lease renewed while it runs."""
-        ctx = self.ctx
-        store = self.store
+        """The worker's run, nested in the team's, bounded by ``worker_timeout_s``.
+        ``claim`` (the first attempt's task record) runs beside it, so the store write
+        overlaps the worker's first model call instead of delaying it; a failed claim
+        cancels the worker and raises."""
         timeout = self.settings.worker_timeout_s
-        lease_s = self.settings.lease_s
-        options = ctx.nested()
+        options = self.ctx.nested()
         result: RunResult[Any] | None = None
-
-        async def heartbeat() -> None:
-            while True:
-                await anyio.sleep(lease_s / 3)
-                await io(store, lambda: store.heartbeat({task_id: token}))
-
         failure: Exception | None = None
-        async with anyio.create_task_group() as group:
-            group.start_soon(heartbeat)
+
+        async def work() -> None:
+            nonlocal result, failure
             try:
                 with anyio.move_on_after(timeout if timeout is not None else math.inf):
                     result = await agent.run(prompt, options=options)
-            except Exception as exc:  # noqa: BLE001 - re-raised below, outside the group
+            except Exception as exc:  # noqa: BLE001 - raised below, outside the group
                 failure = exc
-            finally:
-                group.cancel_scope.cancel()
+
+        if claim is None:
+            await work()
+        else:
+            try:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(claim)
+                    await work()
+            except BaseExceptionGroup as errors:
+                raise first_error(errors) from None
         if failure is not None:
             raise failure
         if result is None:
