@@ -32,7 +32,7 @@ from foreperson.teams import (
     decompose,
     decompose_sync,
 )
-from foreperson.testing import ScriptedModel
+from foreperson.testing import FunctionModel, ScriptedModel
 from foreperson.work import MemoryStore, SqliteStore, Status
 
 
@@ -258,3 +258,31 @@ def test_decompose_refuses_too_many_subtasks_and_prose():
         decompose_sync("goal", KINDS, ScriptedModel([plan(*nine)]))
     with pytest.raises(InvalidPlan, match="not JSON"):
         decompose_sync("goal", KINDS, ScriptedModel(["First, research; then write."]))
+
+
+@pytest.mark.anyio
+async def test_a_long_delegation_keeps_its_lease_renewed_while_the_worker_runs():
+    import threading
+
+    import anyio.to_thread
+
+    renewed = threading.Event()
+
+    class Watched(MemoryStore):
+        def heartbeat(self, leases):
+            lost = super().heartbeat(leases)
+            renewed.set()
+            return lost
+
+    async def slow(messages, params):
+        assert await anyio.to_thread.run_sync(renewed.wait, 5)   # until the lease is renewed
+        return "finally"
+
+    store = Watched()
+    worker = Agent("Slow.", model=FunctionModel(slow), name="slow")
+    team = supervised(ScriptedModel([delegate("slow", "take your time"), "done"]), worker,
+                      store=store, lease_s=0.06)
+    result = await team.run("go")
+    task = store.get(result.delegations[0].task_id)
+    assert task.status is Status.COMPLETED and task.result == "finally"
+    assert task.heartbeat_at > task.started_at

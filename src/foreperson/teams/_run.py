@@ -374,8 +374,12 @@ class TeamRun:
             result: RunResult[Any] | None = None
             failure: BaseException | None = None
             try:
-                # the first attempt's task is added and claimed while the worker starts
-                result = await self._run_worker(agent, prompt, claim if attempt == 1 else None)
+                beside: Callable[[], Awaitable[None]] | None = None
+                if attempt == 1 and isinstance(store, MemoryStore):
+                    await claim()       # a dict write: cheaper than a task beside the worker
+                elif attempt == 1:
+                    beside = claim      # a thread hop and a commit: overlap the worker's start
+                result = await self._run_worker(agent, prompt, beside)
             except _PROPAGATE as exc:
                 if lease.token is not None:
                     why = f"{type(exc).__name__}: {exc}"
