@@ -190,6 +190,8 @@ async def test_the_router_streams_its_decisions_and_nested_teams_their_own_level
               if isinstance(e, RouteDecisionEvent)]
     assert routes == [("outer", 0, "inner"), ("inner", 1, "b"), ("inner", 1, FINISH),
                       ("outer", 0, FINISH)]
+    texts = [e for e in events if isinstance(e, TextDeltaEvent)]
+    assert texts and {e.agent for e in texts} == {"b"}    # a decision streams no text
 
 
 @pytest.mark.anyio
@@ -286,3 +288,25 @@ async def test_a_long_delegation_keeps_its_lease_renewed_while_the_worker_runs()
     task = store.get(result.delegations[0].task_id)
     assert task.status is Status.COMPLETED and task.result == "finally"
     assert task.heartbeat_at > task.started_at
+
+
+@pytest.mark.anyio
+async def test_a_journaled_router_and_a_spawned_worker_replay_as_recorded():
+    store = MemoryStore()
+    options = RunOptions(steps=JournaledSteps(store))
+    router = Team.router(workers={"writer": Agent("W.", model=ScriptedModel(["w"]),
+                                                  name="writer")},
+                         model=ScriptedModel(decisions("writer", FINISH)), name="route")
+    first = await router.run("go", run_id="r-1", options=options)
+    again = await router.run("go", run_id="r-1", options=options)    # no reply is left
+    assert again.route_log == first.route_log and again.text == first.text == "w"
+
+    lead = ScriptedModel([
+        ToolCall("spawn_worker", {"role": "poet", "instructions": "Write poems."}),
+        delegate("poet", "rain"), "a poem about rain", "done"])
+    team = supervised(lead, answering("writer"), allow_spawn=True)
+    first = await team.run("go", run_id="s-1", options=options)
+    again = await team.run("go", run_id="s-1", options=options)      # the poet is rebuilt
+    assert again.delegations == first.delegations
+    assert again.delegations[0].output == "a poem about rain"
+    assert len(lead.calls) == 4

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from ..errors import InvalidPlan
 from ..models import (
+    Message,
     Model,
     ModelRequestParameters,
     SystemMessage,
@@ -107,7 +108,7 @@ def validate_plan(items: list[Any], allowed_kinds: Collection[str], *, min_tasks
             raise InvalidPlan(f"subtask {index} is {type(item).__name__}, not an object with "
                               '"kind", "payload" and "depends_on"', index=index)
         kind = item.get("kind")
-        if kind not in allowed_kinds:
+        if not isinstance(kind, str) or kind not in allowed_kinds:
             raise InvalidPlan(f"subtask {index} has unknown kind {kind!r}: no worker does it; "
                               f"use one of {kinds}", index=index)
         payload = item.get("payload", {})
@@ -180,7 +181,7 @@ async def decompose(
     if not allowed_kinds:
         raise InvalidPlan("decompose needs at least one allowed kind (the workers you have)")
     planner = infer_model(model)
-    messages = [
+    messages: list[Message] = [
         SystemMessage(_PROMPT.format(low=min_tasks, high=max_tasks,
                                      kinds=sorted(allowed_kinds))),
         UserMessage(f"GOAL: {goal}"),

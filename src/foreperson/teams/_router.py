@@ -286,9 +286,13 @@ class Router:
                 ctx.end(reached[0], detail=reached[1])
                 return
             run.count_step("routing decision")
-            async for event in ctx.call_model(messages=messages,
-                                              output_type=self.decision_type):
-                yield event
+            streaming, ctx.streaming = ctx.streaming, False   # a decision is no text to show
+            try:
+                async for event in ctx.call_model(messages=messages,
+                                                  output_type=self.decision_type):
+                    yield event
+            finally:
+                ctx.streaming = streaming
             if ctx.stopped:
                 return
             response = ctx.last_response

@@ -19,7 +19,7 @@ import math
 import re
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
@@ -190,7 +190,8 @@ async def io(store: TaskStore, call: Callable[[], T]) -> T:
     if isinstance(store, MemoryStore):
         return call()       # nothing to await, so nothing can cancel it halfway
     with anyio.CancelScope(shield=True):
-        return await anyio.to_thread.run_sync(call)
+        result = await anyio.to_thread.run_sync(call)
+    return result
 
 
 def _add_and_start(store: TaskStore, task: Task, holder: str, lease_s: float) -> Task | None:
@@ -374,7 +375,7 @@ class TeamRun:
             result: RunResult[Any] | None = None
             failure: BaseException | None = None
             try:
-                beside: Callable[[], Awaitable[None]] | None = None
+                beside: Callable[[], Coroutine[Any, Any, None]] | None = None
                 if attempt == 1 and isinstance(store, MemoryStore):
                     await claim()       # a dict write: cheaper than a task beside the worker
                 elif attempt == 1:
@@ -436,7 +437,8 @@ class TeamRun:
         return delegation
 
     async def _run_worker(
-        self, agent: Agent[Any], prompt: str, claim: Callable[[], Awaitable[None]] | None
+        self, agent: Agent[Any], prompt: str,
+        claim: Callable[[], Coroutine[Any, Any, None]] | None,
     ) -> RunResult[Any]:
         """The worker's run, nested in the team's, bounded by ``worker_timeout_s``.
         ``claim`` (the first attempt's task record) runs beside it, so the store write
@@ -477,15 +479,16 @@ class TeamRun:
     ) -> Delegation:
         store = self.store
         completed = result.completed
-        error = None
+        error: str | None = None
         if completed:
             output = _as_json(result.output)
             stored = await io(store, lambda: store.complete(task_id, token, output))
         else:
             output = None
-            error = f"stopped: {result.stop_reason}" + (
+            stopped = f"stopped: {result.stop_reason}" + (
                 f" ({result.detail})" if result.detail else "")
-            status = await io(store, lambda: store.fail(task_id, token, error, retry_at=None))
+            error = stopped
+            status = await io(store, lambda: store.fail(task_id, token, stopped, retry_at=None))
             stored = status is Status.DEAD
         if not stored:
             error = (error + "; " if error else "") + (

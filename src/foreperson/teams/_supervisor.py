@@ -750,16 +750,16 @@ class Supervisor:
             last[delegation.worker] = delegation
         for name in run.roster_names():
             calls = run.calls_by_worker.get(name, 0)
-            delegation = last.get(name)
-            if delegation is None:
+            latest = last.get(name)
+            if latest is None:
                 lines.append(f"- {name}: no output yet")
-            elif delegation.completed:
-                answer = delegation.answer or ""
+            elif latest.completed:
+                answer = latest.answer or ""
                 lines.append(f"- {name} ({calls} run(s)): latest output ({len(answer)} chars): "
                              f"{_capped(answer, cap)}")
             else:
                 lines.append(f"- {name} ({calls} run(s)): latest run did not complete: "
-                             f"{_capped(delegation.error, cap)}")
+                             f"{_capped(latest.error, cap)}")
         return "\n".join(lines)
 
 

@@ -243,7 +243,7 @@ class Team(Agent[OutputT]):
             raise ConfigurationError(f"thread= takes a Thread, got {type(thread).__name__}")
         return thread.messages or None
 
-    async def run(  # type: ignore[override]
+    async def run(
         self,
         prompt: str,
         *,
@@ -277,7 +277,7 @@ class Team(Agent[OutputT]):
             thread.record(result)
         return _team_result(result)
 
-    def run_sync(  # type: ignore[override]
+    def run_sync(
         self,
         prompt: str,
         *,
@@ -305,7 +305,7 @@ class Team(Agent[OutputT]):
             thread.record(result)
         return _team_result(result)
 
-    async def stream(  # type: ignore[override]
+    async def stream(
         self,
         prompt: str,
         *,
