@@ -1,11 +1,15 @@
 """foreperson: the supervisor / worker pattern with durable task records.
 
 The front door holds what a quickstart needs; everything else lives in subpackages.
+``foreperson.Supervisor`` is the work layer's (tasks to workers); the agent-team
+architecture of seed 001 is :class:`foreperson.teams.Supervisor`, built by
+``Team.supervisor``.
 """
 
 from .agents import Agent, Guards, Limits, tool
 from .errors import ForepersonError, GiveUp, InvalidPlan, MachineSpecError, Retry
 from .fsm import Machine
+from .teams import Team
 from .work import (
     App,
     MemoryStore,
@@ -35,6 +39,7 @@ __all__ = [
     "Supervisor",
     "Task",
     "TaskStore",
+    "Team",
     "Worker",
     "current_task",
     "tool",

@@ -13,8 +13,13 @@
     │   ├── TaskFailed              an awaited task ended DEAD (its last error kept)
     │   ├── LeaseLost               this worker no longer holds the task's lease
     │   ├── ModelError              a model call failed; the SDK error is __cause__
+<<<<<<< HEAD
     │   ├── GuardError              a state machine's CEL expression failed on the run's data
     │   └── OutputValidationError   the model's final answer never matched the agent's output_type
+=======
+    │   ├── OutputValidationError   the model's final answer never matched the agent's output_type
+    │   └── RecursionLimitExceeded  a team run took more steps than its backstop allows
+>>>>>>> helper-teams
     └── StoreError                  the task store failed; the driver error is __cause__
 
 Signals raised *by user code* inside a task stand outside the tree, with imperative
@@ -46,6 +51,7 @@ __all__ = [
     "RateLimited",
     "ModelError",
     "OutputValidationError",
+    "RecursionLimitExceeded",
     "Retry",
     "RunError",
     "SpecProblem",
@@ -70,11 +76,15 @@ class InvalidPlan(ConfigurationError):
 
     Attributes:
         task_id: the offending task's id, when one task is to blame.
+        index: for a plan from a model (``foreperson.teams.decompose``), the 0-based
+            index of the offending subtask, or None.
     """
 
-    def __init__(self, message: str, *, task_id: str | None = None) -> None:
+    def __init__(self, message: str, *, task_id: str | None = None,
+                 index: int | None = None) -> None:
         super().__init__(message)
         self.task_id = task_id
+        self.index = index
 
 
 class InputError(ConfigurationError):
@@ -263,6 +273,28 @@ class OutputValidationError(RunError):
         super().__init__(message)
         self.text = text
         self.errors = errors
+
+
+class RecursionLimitExceeded(RunError):
+    """A team run took more steps (decisions plus worker runs) than its
+    ``recursion_limit``: the backstop behind the caps, which end a run with a result.
+
+    Seed 004: "recursion_limit = 25 stays as the backstop, but it ends a run with an
+    error, while the counter ends it with a result." Reaching it means the caps were set
+    too loose for the limit (or a loop went undetected): lower ``max_specialist_calls``
+    / ``max_turns``, or raise ``recursion_limit``.
+
+    Attributes:
+        agent: the team whose run stopped.
+        run_id: its run.
+        limit: the ``recursion_limit``.
+    """
+
+    def __init__(self, message: str, *, agent: str, run_id: str, limit: int) -> None:
+        super().__init__(message)
+        self.agent = agent
+        self.run_id = run_id
+        self.limit = limit
 
 
 class StoreError(ForepersonError):

@@ -13,6 +13,7 @@ PACKAGES = [
     "foreperson", "foreperson.work", "foreperson.work.stores", "foreperson.tickets",
     "foreperson.fsm", "foreperson.agents", "foreperson.models", "foreperson.errors",
     "foreperson.testing", "foreperson.journal", "foreperson.clock", "foreperson.retry",
+    "foreperson.teams",
 ]
 
 
@@ -50,3 +51,12 @@ def test_every_exported_name_is_documented(name):
 
 def test_version():
     assert foreperson.__version__
+
+
+def test_the_front_door_keeps_the_work_layers_supervisor_and_adds_team():
+    import foreperson.teams
+    import foreperson.work
+
+    assert foreperson.Supervisor is foreperson.work.Supervisor
+    assert foreperson.Team is foreperson.teams.Team
+    assert foreperson.teams.Supervisor is not foreperson.Supervisor

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
+from pydantic import BaseModel
 
 from ..clock import Clock, IdSource, SystemClock, new_id
 from ..errors import ConfigurationError
@@ -185,6 +186,9 @@ class RunContext:
             ``Limits.max_duration_s``; None: no deadline.
         correcting: True when the last reply was sent back for correction (empty or
             cut off); a second such reply in a row ends the run.
+        result_hook: set by an architecture whose runs have more to say than a
+            :class:`RunResult` (the teams layer's route log): :meth:`to_result` passes
+            the result through it (it may return a subclass). None: the plain result.
         tags: what every event of the run carries besides run id and agent: for a
             nested run its parent's run id, its step path and its level.
         journal_run_id: the run id its steps journal under: its own, or for a nested
@@ -210,6 +214,7 @@ class RunContext:
     own_usage: Usage = field(default_factory=Usage)
     deadline: float | None = None
     correcting: bool = False
+    result_hook: Callable[[RunResult[Any]], RunResult[Any]] | None = None
     tags: dict[str, Any] = field(init=False, repr=False)
     journal_run_id: str = field(init=False)
     _base: str = field(init=False, repr=False)
@@ -441,15 +446,33 @@ class RunContext:
 
     # --- steps ------------------------------------------------------------------------
 
-    def call_model(self) -> AsyncIterator[AgentEvent]:
+    def call_model(
+        self,
+        *,
+        messages: Sequence[Message] | None = None,
+        output_type: type[BaseModel] | None = _steps._AGENT_OUTPUT,
+    ) -> AsyncIterator[AgentEvent]:
         """Ask the model for its next reply and append it to the conversation: a step
         (``.../turn:T/model``) through the run's step runner.
+
+        An architecture that keeps some of its model calls out of the transcript (the
+        teams layer's routing decisions, a supervisor that sees a capped view of its
+        workers' outputs) passes ``messages``: the call sends those instead of
+        ``messages`` of the run and the reply is not appended (it is in
+        ``last_response``). ``output_type`` asks this one call for a structured output
+        other than the agent's (a ``RouteDecision``).
 
         Waits for the rate limiter first; streams text when ``streaming`` (the deltas
         go to the event sink as they arrive). ``max_tokens`` of the call is lowered to
         what is left of the token budget. Tool calls without an id get
         ``call_<turn>_<index>``. When the run's deadline passes during the call, the
         run ends with ``"max_duration"`` and nothing is appended.
+
+        Args:
+            messages: the conversation to send instead of the run's (default: the run's,
+                and the reply is appended to it).
+            output_type: a pydantic model the reply must match, for this call only
+                (default: the agent's ``output_type``; None: text).
 
         Yields:
             :class:`TextDeltaEvent` (streaming without an event sink only), then one
@@ -461,7 +484,7 @@ class RunContext:
             ModelError: the model call failed (after the model's own retries).
             JournalDivergence: a journaled replay asked the model something else.
         """
-        return _steps.call_model(self)
+        return _steps.call_model(self, messages, output_type)
 
     def run_tool_calls(self, calls: Sequence[ToolCall]) -> AsyncIterator[AgentEvent]:
         """Run one turn's tool calls concurrently and append their results in call order.
@@ -698,7 +721,7 @@ class RunContext:
         if self.stop_reason is None:
             raise RuntimeError(f"run {self.run_id} has not ended (ctx.end(...))")
         last = self.last_response
-        return RunResult(
+        result: RunResult[Any] = RunResult(
             output=self.output if self.stop_reason == "completed" else None,
             text=self.produced_text(),
             messages=self.messages,
@@ -709,6 +732,9 @@ class RunContext:
             detail=self.detail,
             finish_reason=last.finish_reason if last is not None else None,
         )
+        if self.result_hook is not None:
+            result = self.result_hook(result)
+        return result
 
     def check_thread(self) -> None:
         """Refuse to host a nested run from another thread (its usage and events would

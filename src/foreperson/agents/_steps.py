@@ -239,22 +239,33 @@ def call_settings(ctx: RunContext) -> ModelSettings:
     return settings
 
 
-async def call_model(ctx: RunContext) -> AsyncIterator[AgentEvent]:
+_AGENT_OUTPUT: Any = object()   # call_model's default output type: the agent's
+
+
+async def call_model(
+    ctx: RunContext,
+    messages: Sequence[Message] | None = None,
+    output_type: type[BaseModel] | None = _AGENT_OUTPUT,
+) -> AsyncIterator[AgentEvent]:
     """See :meth:`RunContext.call_model`."""
     ctx.turn += 1
     turn = ctx.turn
     agent = ctx.agent
+    if output_type is _AGENT_OUTPUT:
+        output_type = agent.output_type
+    conversation = ctx.messages if messages is None else list(messages)
+    digest = ctx.conversation if messages is None else ConversationDigest()
     params = ModelRequestParameters(
-        tools=ctx.tool_definitions(), output_type=agent.output_type, settings=call_settings(ctx))
+        tools=ctx.tool_definitions(), output_type=output_type, settings=call_settings(ctx))
     buffered: list[TextDeltaEvent] = []   # deltas, when nobody listens live
 
     async def execute() -> ModelResponse:
         if ctx.guards.rate_limiter is not None:
             await ctx.guards.rate_limiter.acquire()
         if not ctx.streaming:
-            return await agent.model.request(ctx.messages, params)
+            return await agent.model.request(conversation, params)
         response: ModelResponse | None = None
-        stream = agent.model.request_stream(ctx.messages, params)
+        stream = agent.model.request_stream(conversation, params)
         aclose = getattr(stream, "aclose", None)
         try:
             async for item in stream:
@@ -275,8 +286,8 @@ async def call_model(ctx: RunContext) -> AsyncIterator[AgentEvent]:
         return response
 
     spec = StepSpec(ctx.journal_run_id, f"{ctx.turn_path(turn)}/model", "model_call",
-                    lambda: _model_request(ctx.conversation, ctx.messages, params),
-                    response_codec(agent.output_type))
+                    lambda: _model_request(digest, conversation, params),
+                    response_codec(output_type))
     started = time.perf_counter()
     outcome: StepOutcome[ModelResponse] | None = None
     try:
@@ -299,7 +310,8 @@ async def call_model(ctx: RunContext) -> AsyncIterator[AgentEvent]:
             call if call.id else replace(call, id=f"call_{turn}_{i}")
             for i, call in enumerate(response.tool_calls)
         ))
-    ctx.messages.append(response)
+    if messages is None:
+        ctx.messages.append(response)
     ctx.last_response = response
     ctx.spend(Usage(model_calls=1, input_tokens=response.usage.input_tokens,
                     output_tokens=response.usage.output_tokens))
@@ -481,6 +493,8 @@ async def _invoke(
         raise
     except Exception as exc:  # noqa: BLE001 - the model reads it and may correct itself
         return _error(call, f"tool {call.name!r} raised {type(exc).__name__}: {exc}")
+    if isinstance(value, ToolReturn):   # the tool chose its content and error flag itself
+        return replace(value, call_id=call.id, name=call.name)
     return ToolReturn(call.id, call.name, result_text(value))
 
 

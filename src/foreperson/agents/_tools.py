@@ -120,7 +120,11 @@ class Tool:
 
     Attributes:
         function: the function, sync or async. Sync functions run in a worker thread
-            (``anyio.to_thread``), so they never block the event loop.
+            (``anyio.to_thread``), so they never block the event loop. What it returns
+            becomes the text the model reads (strings as they are, anything else as
+            JSON); a :class:`~foreperson.models.ToolReturn` it returns is taken as the
+            whole result, its ``is_error`` flag included (the call id and tool name are
+            filled in), so a tool can report a correctable mistake without raising.
         name: the name the model uses.
         description: what the tool does, for the model.
         parameters: the JSON schema of the arguments.

@@ -338,6 +338,8 @@ def validate_new_tasks(tasks: Sequence[Task], exists: Callable[[list[str]], set[
                 f"{sorted(missing & set(bad.depends_on))}: add dependencies first or "
                 "in the same batch", task_id=bad.id)
     graph = {t.id: [d for d in t.depends_on if d in batch] for t in tasks}
+    if not any(graph.values()):
+        return      # no edge inside the batch: no cycle (a batch of one, most often)
     try:
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as exc:

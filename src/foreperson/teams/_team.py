@@ -1,0 +1,348 @@
+"""The ``Team`` facade: one constructor per team shape, each returning an
+:class:`~foreperson.agents.Agent` whose architecture is that shape (seed 001: "the two
+forms are interchangeable"), plus conversation threads and a Mermaid drawing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from ..agents import Agent, AgentEvent, FinalEvent, Guards, RunOptions, RunResult, Tool
+from ..errors import ConfigurationError
+from ..models import (
+    Message,
+    Model,
+    ModelBase,
+    ModelRequestParameters,
+    ModelResponse,
+    ModelSettings,
+)
+from ..work import TaskStore
+from ._mermaid import mermaid
+from ._records import TeamResult, Thread
+from ._router import Decide, Finalize, Router
+from ._shapes import Parallel, Pipeline
+from ._supervisor import Supervisor
+
+__all__ = ["Team"]
+
+OutputT = TypeVar("OutputT")
+
+_SUPERVISOR_OPTIONS = frozenset({
+    "allow_spawn", "max_spawned", "spawn_template", "max_specialist_calls",
+    "max_calls_per_worker", "max_fan_out", "max_turns", "min_delegations", "context",
+    "context_chars", "store", "max_attempts", "retry_backoff_s", "worker_timeout_s",
+    "lease_s", "recursion_limit"})
+
+
+class _NoModel(ModelBase):
+    """The model of a team that decides without one (a pipeline, a parallel fan-out, a
+    router with a rule): calling it is a bug, said plainly."""
+
+    def __init__(self, team: str) -> None:
+        self.team = team
+
+    @property
+    def name(self) -> str:
+        """``team:<name>``."""
+        return f"team:{self.team}"
+
+    async def request(self, messages: Sequence[Message], params: ModelRequestParameters
+                      ) -> ModelResponse:
+        """Never answers.
+
+        Raises:
+            ConfigurationError: always; this team has no model of its own.
+        """
+        raise ConfigurationError(
+            f"team {self.team!r} has no model of its own (its shape calls none); give it "
+            "a model if its architecture needs one")
+
+
+class Team(Agent[OutputT]):
+    """A team of agents that is itself an agent: it runs with ``run`` / ``run_sync`` /
+    ``stream`` and can be a worker of another team.
+
+    Build one with :meth:`supervisor` (a model delegating through tools, seed 001),
+    :meth:`router` (a model returning a typed :class:`~foreperson.teams.RouteDecision`,
+    seed 004), :meth:`pipeline` (a fixed sequence) or :meth:`parallel` (a fan-out and a
+    merge). ``Team.supervisor(workers=..., instructions=..., model=...)`` is exactly
+    ``Agent(instructions, model=..., architecture=Supervisor(workers=...))``; a Team
+    adds only conversation threads (``thread=``) and :meth:`mermaid`.
+
+    Example::
+
+        from foreperson import Agent, Team
+
+        researcher = Agent("Find sources, summarise key claims.", model="gpt-4o")
+        writer = Agent("Draft the article.", model="gpt-4o")
+        team = Team.supervisor(workers={"researcher": researcher, "writer": writer},
+                               instructions="Research first, then write.", model="gpt-4o")
+        result = team.run_sync("Write about agent harnesses.")
+        print(result.text, result.stop_reason, result.route_log)
+
+    Runs return a :class:`~foreperson.teams.TeamResult`.
+    """
+
+    # --- the four shapes ----------------------------------------------------------------
+
+    @classmethod
+    def supervisor(
+        cls,
+        workers: Mapping[str, Agent[Any]],
+        *,
+        instructions: str,
+        model: Model | str,
+        name: str = "supervisor",
+        tools: Iterable[Tool | Any] = (),
+        output_type: type[OutputT] | None = None,
+        guards: Guards | None = None,
+        settings: ModelSettings | None = None,
+        **options: Any,
+    ) -> Team[OutputT]:
+        """A manager model that delegates to workers through tools (seed 001).
+
+        Args:
+            workers: name -> worker agent (a team is an agent).
+            instructions: the manager's system prompt.
+            model: the manager's model.
+            name: the team's name (default ``"supervisor"``).
+            tools: the manager's own tools, besides the team tools.
+            output_type: a pydantic model the final answer must match (None: text).
+            guards: the manager's guards (its ``Limits`` bound its own run).
+            settings: the manager's sampling settings.
+            **options: :class:`~foreperson.teams.Supervisor`'s options (``allow_spawn``,
+                ``max_spawned``, ``spawn_template``, ``max_specialist_calls``,
+                ``max_calls_per_worker``, ``max_fan_out``, ``max_turns``,
+                ``min_delegations``, ``context``, ``store``, ...).
+
+        Returns:
+            The team.
+
+        Raises:
+            ConfigurationError: an unknown option, a bad roster or option.
+        """
+        unknown = set(options) - _SUPERVISOR_OPTIONS
+        if unknown:
+            raise ConfigurationError(
+                f"Team.supervisor got unknown options {sorted(unknown)}; it takes "
+                f"{sorted(_SUPERVISOR_OPTIONS)}")
+        return cls(instructions, model=model, tools=tools, output_type=output_type,
+                   name=name, guards=guards, settings=settings,
+                   architecture=Supervisor(workers, **options))
+
+    @classmethod
+    def router(
+        cls,
+        workers: Mapping[str, Agent[Any]],
+        *,
+        model: Model | str | None = None,
+        instructions: str = "",
+        decide: Decide | None = None,
+        finalize: Finalize | None = None,
+        name: str = "router",
+        max_specialist_calls: int | None = 6,
+        max_turns: int | None = None,
+        min_delegations: int = 0,
+        store: TaskStore | None = None,
+        guards: Guards | None = None,
+        settings: ModelSettings | None = None,
+        **options: Any,
+    ) -> Team[Any]:
+        """A typed router (seed 004): after each worker, the model returns a
+        ``RouteDecision``; the counter is read first.
+
+        Args:
+            workers: name -> worker agent.
+            model: the router's model (not needed with ``decide``).
+            instructions: what the router is for (default: route until every part of
+                the request is answered); the roster and the decision format are added.
+            decide: a routing rule instead of a model.
+            finalize: the answer on FINISH (default: the last worker output).
+            name: the team's name (default ``"router"``).
+            max_specialist_calls: worker runs per run (default 6).
+            max_turns: decisions per run (default None).
+            min_delegations: worker runs before FINISH is followed (default 0).
+            store: where delegations are recorded.
+            guards: the router's guards.
+            settings: the router's sampling settings.
+            **options: ``max_attempts``, ``retry_backoff_s``, ``worker_timeout_s``,
+                ``lease_s``, ``recursion_limit`` (see :class:`~foreperson.teams.Router`).
+
+        Returns:
+            The team.
+
+        Raises:
+            ConfigurationError: neither a model nor a rule, a bad roster or option.
+        """
+        if model is None and decide is None:
+            raise ConfigurationError(
+                f"Team.router({name!r}): give it a model (it returns a RouteDecision) or a "
+                "routing rule (decide=)")
+        architecture = Router(workers, max_specialist_calls=max_specialist_calls,
+                              max_turns=max_turns, min_delegations=min_delegations,
+                              decide=decide, finalize=finalize, store=store, **options)
+        return cls(instructions, model=model if model is not None else _NoModel(name),
+                   name=name, guards=guards, settings=settings, architecture=architecture)
+
+    @classmethod
+    def pipeline(cls, agents: Sequence[Agent[Any]], *, name: str = "pipeline",
+                 store: TaskStore | None = None, **options: Any) -> Team[Any]:
+        """A fixed sequence: each agent once, in order, on the conversation so far; no
+        routing calls.
+
+        Args:
+            agents: the stages, in order (their names must differ).
+            name: the team's name (default ``"pipeline"``).
+            store: where the stages are recorded.
+            **options: ``max_attempts``, ``retry_backoff_s``, ``worker_timeout_s``,
+                ``lease_s`` (see :class:`~foreperson.teams.Pipeline`).
+
+        Returns:
+            The team.
+
+        Raises:
+            ConfigurationError: no stages, or two with one name.
+        """
+        return cls("", model=_NoModel(name), name=name,
+                   architecture=Pipeline(agents, store=store, **options))
+
+    @classmethod
+    def parallel(cls, agents: Sequence[Agent[Any]], *, merge: Agent[Any] | None = None,
+                 name: str = "parallel", store: TaskStore | None = None,
+                 **options: Any) -> Team[Any]:
+        """A fan-out: every agent at once on the request, then ``merge`` answers from
+        their outputs.
+
+        Args:
+            agents: the branches (their names must differ).
+            merge: the merging agent (None: the outputs, each under its name).
+            name: the team's name (default ``"parallel"``).
+            store: where the branches are recorded.
+            **options: as :meth:`pipeline`.
+
+        Returns:
+            The team.
+
+        Raises:
+            ConfigurationError: no branches, or two agents with one name.
+        """
+        return cls("", model=_NoModel(name), name=name,
+                   architecture=Parallel(agents, merge=merge, store=store, **options))
+
+    # --- runs with threads ----------------------------------------------------------------
+
+    @staticmethod
+    def _history(thread: Thread | None, message_history: Sequence[Message] | None
+                 ) -> Sequence[Message] | None:
+        if thread is None:
+            return message_history
+        if message_history is not None:
+            raise ConfigurationError("give a run thread= or message_history=, not both")
+        if not isinstance(thread, Thread):
+            raise ConfigurationError(f"thread= takes a Thread, got {type(thread).__name__}")
+        return thread.messages or None
+
+    async def run(
+        self,
+        prompt: str,
+        *,
+        thread: Thread | None = None,
+        user_id: str | None = None,
+        run_id: str | None = None,
+        message_history: Sequence[Message] | None = None,
+        options: RunOptions | None = None,
+    ) -> TeamResult[OutputT]:
+        """Run the team on one request (see :meth:`Agent.run`).
+
+        Args:
+            prompt: the request.
+            thread: a conversation to continue; the run's messages are left in it. Every
+                follow-up starts at the supervisor again.
+            user_id, run_id, message_history, options: as :meth:`Agent.run`
+                (``message_history`` or ``thread``, not both).
+
+        Returns:
+            The :class:`~foreperson.teams.TeamResult`.
+
+        Raises:
+            ConfigurationError: both ``thread`` and ``message_history``.
+            RecursionLimitExceeded: the backstop.
+            ModelError: as :meth:`Agent.run`.
+        """
+        result = await super().run(prompt, user_id=user_id, run_id=run_id,
+                                   message_history=self._history(thread, message_history),
+                                   options=options)
+        if thread is not None:
+            thread.record(result)
+        return _team_result(result)
+
+    def run_sync(
+        self,
+        prompt: str,
+        *,
+        thread: Thread | None = None,
+        user_id: str | None = None,
+        run_id: str | None = None,
+        message_history: Sequence[Message] | None = None,
+        options: RunOptions | None = None,
+    ) -> TeamResult[OutputT]:
+        """:meth:`run` for code without an event loop.
+
+        Args:
+            prompt, thread, user_id, run_id, message_history, options: as :meth:`run`.
+
+        Returns:
+            As :meth:`run`.
+
+        Raises:
+            RuntimeError: called inside a running event loop.
+        """
+        result = super().run_sync(prompt, user_id=user_id, run_id=run_id,
+                                  message_history=self._history(thread, message_history),
+                                  options=options)
+        if thread is not None:
+            thread.record(result)
+        return _team_result(result)
+
+    async def stream(
+        self,
+        prompt: str,
+        *,
+        thread: Thread | None = None,
+        user_id: str | None = None,
+        run_id: str | None = None,
+        message_history: Sequence[Message] | None = None,
+        options: RunOptions | None = None,
+    ) -> AsyncGenerator[AgentEvent | Any, None]:
+        """Run the team and yield its events live (see :meth:`Agent.stream`): the team
+        events (:data:`~foreperson.teams.TeamEvent`) and every worker's own, while they
+        run; the team's :class:`~foreperson.agents.FinalEvent` comes last.
+
+        Args:
+            prompt, thread, user_id, run_id, message_history, options: as :meth:`run`.
+
+        Yields:
+            Events; see :data:`~foreperson.teams.TEAM_EVENTS_ADAPTER` to serialise them.
+        """
+        last: Any = None
+        async for event in super().stream(
+                prompt, user_id=user_id, run_id=run_id,
+                message_history=self._history(thread, message_history), options=options):
+            last = event
+            yield event
+        if thread is not None and isinstance(last, FinalEvent):
+            thread.record(last.result)
+
+    # --- drawing --------------------------------------------------------------------------
+
+    def mermaid(self) -> str:
+        """The team's roster and nesting as a Mermaid flowchart (see
+        :func:`~foreperson.teams.mermaid`)."""
+        return mermaid(self)
+
+
+def _team_result(result: RunResult[Any]) -> TeamResult[Any]:
+    if isinstance(result, TeamResult):
+        return result
+    return TeamResult.from_run(result)
