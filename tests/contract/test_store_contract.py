@@ -8,7 +8,7 @@ from datetime import UTC
 import pytest
 
 from foreperson.errors import InvalidPlan
-from foreperson.journal import Step, UnknownStepVersion, request_digest
+from foreperson.journal import RunRecord, Step, UnknownStepVersion, request_digest
 from foreperson.work import Status, Task
 
 
@@ -451,3 +451,83 @@ def test_journal_results_must_be_json(make_store):
     with pytest.raises(TypeError):
         store.put_step(Step("run", "k", "tool_call", "d", {1, 2}))
     assert store.list_steps("run") == []
+
+
+def test_journal_keeps_each_steps_request_summary(make_store):
+    store = make_store()
+    summary = {"tool": "add", "arguments": {"a": 2}}
+    stored = store.put_step(Step("run", "k", "tool_call", "d", 5, request=summary))
+    assert stored.request == summary
+    assert store.get_step("run", "k").request == summary
+    assert store.list_steps("run")[0].request == summary
+    store.put_step(Step("run", "old", "tool_call", "d", 5))      # written without one
+    assert store.get_step("run", "old").request is None
+
+
+# -- durable runs (foreperson.journal.RunLedger), in the same store ------------------------
+
+def test_a_run_record_belongs_to_its_first_user_and_keeps_its_input(make_store, clock):
+    store = make_store(clock=clock)
+    first = store.create_run(RunRecord("r1", "lead", "ada", input={"prompt": "héllo"}))
+    assert (first.agent, first.user_id, first.status, first.input) == (
+        "lead", "ada", "running", {"prompt": "héllo"})
+    assert first.created_at.tzinfo == UTC and first.owner is None
+    again = store.create_run(RunRecord("r1", "other", "bob", input={"prompt": "x"}))
+    assert (again.agent, again.user_id, again.input) == ("lead", "ada", {"prompt": "héllo"})
+    assert store.get_run("r1") == again
+    assert store.get_run("missing") is None
+    assert store.stats().total == 0              # a run is never a claimable task
+
+
+def test_a_run_has_one_owner_at_a_time_until_its_lease_lapses(make_store, clock):
+    store = make_store(clock=clock)
+    store.create_run(RunRecord("r1", "lead", None, input={}))
+    assert store.claim_run("missing", "p1", 30) is None
+    held = store.claim_run("r1", "p1", 30)
+    assert held.owner == "p1" and held.status == "running"
+    assert held.lease_expires_at.timestamp() == pytest.approx(clock.now() + 30)
+    assert store.claim_run("r1", "p2", 30) is None                  # p1 holds it
+    assert store.claim_run("r1", "p1", 30).owner == "p1"            # its own again
+    assert store.claim_run("r1", "p2", 30, take_from="p1").owner == "p2"   # p1 is dead
+    assert not store.renew_run("r1", "p1", 30)                       # fenced
+    clock.advance(20)
+    assert store.renew_run("r1", "p2", 30)
+    clock.advance(20)
+    assert store.claim_run("r1", "p3", 30) is None                  # renewed: still p2's
+    clock.advance(15)
+    assert store.claim_run("r1", "p3", 30).owner == "p3"            # the lease lapsed
+
+
+def test_ending_a_run_records_how_and_lets_it_go(make_store, clock):
+    store = make_store(clock=clock)
+    store.create_run(RunRecord("r1", "lead", "ada", input={}))
+    store.claim_run("r1", "p1", 30)
+    assert not store.end_run("r1", "p2", "completed", result={"text": "no"})
+    clock.advance(2)
+    assert store.end_run("r1", "p1", "waiting", result={"text": None},
+                         stop_reason="awaiting_approval")
+    record = store.get_run("r1")
+    assert (record.status, record.result, record.stop_reason, record.owner) == (
+        "waiting", {"text": None}, "awaiting_approval", None)
+    assert record.updated_at.timestamp() == pytest.approx(clock.now())
+    assert store.claim_run("r1", "p2", 30).owner == "p2"            # nobody holds it
+    assert store.end_run("r1", "p2", "failed", error="ModelError: boom")
+    assert (store.get_run("r1").status, store.get_run("r1").error) == (
+        "failed", "ModelError: boom")
+    store.claim_run("r1", "p3", 30)
+    with pytest.raises(TypeError):
+        store.end_run("r1", "p3", "completed", result={1, 2})
+    assert store.get_run("r1").owner == "p3"                          # nothing written
+
+
+def test_runs_are_listed_newest_first_by_user_and_status(make_store, clock):
+    store = make_store(clock=clock)
+    for run_id, user in [("a1", "ada"), ("b1", "bob"), ("a2", "ada"), ("n1", None)]:
+        store.create_run(RunRecord(run_id, "lead", user, input={}))
+        clock.advance(1)
+    store.claim_run("a1", "p", 30)
+    store.end_run("a1", "p", "completed", result={})
+    assert [r.run_id for r in store.list_runs()] == ["n1", "a2", "b1", "a1"]
+    assert [r.run_id for r in store.list_runs(user_id="ada")] == ["a2", "a1"]
+    assert [r.run_id for r in store.list_runs(status="completed")] == ["a1"]
+    assert [r.run_id for r in store.list_runs(limit=2)] == ["n1", "a2"]

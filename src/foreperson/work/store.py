@@ -69,7 +69,8 @@ class TaskStore(Protocol):
     """Durable task records. All times come from the store's clock.
 
     Every store also implements :class:`foreperson.journal.Journal` (``get_step``,
-    ``put_step``, ``list_steps``) in the same database, with the same migrations.
+    ``put_step``, ``list_steps``) and :class:`foreperson.journal.RunLedger` (the durable
+    runs of ``foreperson.runtime``) in the same database, with the same migrations.
     Status transitions follow :mod:`foreperson.work.policy`.
     """
 

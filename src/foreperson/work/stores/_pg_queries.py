@@ -17,6 +17,8 @@ COLUMNS = ("id, kind, payload, status, assigned_to, attempts, max_attempts, resu
            "lease_expires_at, awaited")
 
 _NOW = "fp_now(%(now)s)"
+_RUN_COLUMNS = ("run_id, agent, user_id, status, input, result, error, stop_reason, owner, "
+                "lease_expires_at, version, created_at, updated_at")
 _ISO = f"to_char({_NOW} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
 _FREE_SLOTS = "UPDATE lock_slots s SET task_id = NULL FROM {src} WHERE s.task_id = {src}.id"
 # the held rows of a list of leases, locked in id order (one order everywhere)
@@ -272,21 +274,56 @@ Q: dict[str, str] = {
             kinds = EXCLUDED.kinds, concurrency = EXCLUDED.concurrency""",
     "worker_gone": "DELETE FROM workers WHERE name = %(name)s",
     "step_get": """
-        SELECT run_id, key, kind, digest, result, version, created_at, seq FROM steps
+        SELECT run_id, key, kind, digest, result, version, created_at, seq, request FROM steps
         WHERE run_id = %(run_id)s AND key = %(key)s""",
     "step_put": f"""
         WITH ins AS (
-            INSERT INTO steps (run_id, key, kind, version, digest, result, created_at)
+            INSERT INTO steps (run_id, key, kind, version, digest, result, created_at, request)
             VALUES (%(run_id)s, %(key)s, %(kind)s, %(version)s, %(digest)s,
-                    %(result)s::jsonb, {_NOW})
+                    %(result)s::jsonb, {_NOW}, %(request)s::jsonb)
             ON CONFLICT (run_id, key) DO NOTHING
-            RETURNING run_id, key, kind, digest, result, version, created_at, seq
+            RETURNING run_id, key, kind, digest, result, version, created_at, seq, request
         )
         SELECT true, * FROM ins
         UNION ALL
-        SELECT false, run_id, key, kind, digest, result, version, created_at, seq FROM steps
+        SELECT false, run_id, key, kind, digest, result, version, created_at, seq, request
+        FROM steps
         WHERE run_id = %(run_id)s AND key = %(key)s AND NOT EXISTS (SELECT 1 FROM ins)""",
     "step_list": """
-        SELECT run_id, key, kind, digest, result, version, created_at, seq FROM steps
+        SELECT run_id, key, kind, digest, result, version, created_at, seq, request FROM steps
         WHERE run_id = %(run_id)s ORDER BY seq""",
+    "run_create": f"""
+        WITH ins AS (
+            INSERT INTO runs (run_id, agent, user_id, status, input, owner, lease_expires_at,
+                              version, created_at, updated_at)
+            VALUES (%(run_id)s, %(agent)s, %(user_id)s, %(status)s, %(input)s::jsonb,
+                    %(owner)s, %(lease_expires_at)s, %(version)s, {_NOW}, {_NOW})
+            ON CONFLICT (run_id) DO NOTHING
+            RETURNING {_RUN_COLUMNS}
+        )
+        SELECT * FROM ins
+        UNION ALL
+        SELECT {_RUN_COLUMNS} FROM runs
+        WHERE run_id = %(run_id)s AND NOT EXISTS (SELECT 1 FROM ins)""",
+    "run_get": f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %(run_id)s",
+    "run_list": f"""
+        SELECT {_RUN_COLUMNS} FROM runs
+        WHERE (%(user_id)s::text IS NULL OR user_id = %(user_id)s)
+          AND (%(status)s::text IS NULL OR status = %(status)s)
+        ORDER BY created_at DESC, seq DESC LIMIT %(limit)s""",
+    "run_claim": f"""
+        UPDATE runs SET owner = %(owner)s, status = 'running', updated_at = {_NOW},
+            lease_expires_at = {_NOW} + make_interval(secs => %(lease)s)
+        WHERE run_id = %(run_id)s
+          AND (owner IS NULL OR owner = %(owner)s OR owner = %(take_from)s
+               OR lease_expires_at IS NULL OR lease_expires_at < {_NOW})
+        RETURNING {_RUN_COLUMNS}""",
+    "run_renew": f"""
+        UPDATE runs SET lease_expires_at = {_NOW} + make_interval(secs => %(lease)s)
+        WHERE run_id = %(run_id)s AND owner = %(owner)s RETURNING true""",
+    "run_end": f"""
+        UPDATE runs SET status = %(status)s, result = %(result)s::jsonb, error = %(error)s,
+            stop_reason = %(stop_reason)s, owner = NULL, lease_expires_at = NULL,
+            updated_at = {_NOW}
+        WHERE run_id = %(run_id)s AND owner = %(owner)s RETURNING true""",
 }

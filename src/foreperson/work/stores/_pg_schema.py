@@ -31,6 +31,11 @@ Objects:
 ``steps`` (version 3)
     the step journal (:class:`foreperson.journal.Journal`): one row per journaled step
     of a run, keyed by ``(run_id, key)``, first write wins.
+``runs`` (version 4)
+    durable runs (:class:`foreperson.journal.RunLedger`, ``foreperson.runtime``): the
+    user a run belongs to, the process that owns it now and its lease, how it ended.
+    ``steps.request`` (version 4) keeps each step's request summary, so a divergent
+    replay can say how it differs.
 ``fp_now(p)`` (version 3)
     the clock of every statement: ``p`` (a test's fake time) or the server's
     ``statement_timestamp()``.
@@ -467,6 +472,29 @@ _CLAIM_V3 = _CLAIM_V2.replace(
 assert "p_lease double precision" in _CLAIM_V3 and "<= p_start THEN" in _CLAIM_V3
 assert "WHEN p_start THEN" not in _CLAIM_V3
 
+_TABLES_V4 = """
+CREATE TABLE runs (
+    run_id           text PRIMARY KEY,
+    seq              bigint GENERATED ALWAYS AS IDENTITY,
+    agent            text NOT NULL,
+    user_id          text,
+    status           text NOT NULL CHECK (status IN
+                         ('running', 'waiting', 'completed', 'failed', 'interrupted')),
+    input            jsonb NOT NULL,
+    result           jsonb,
+    error            text,
+    stop_reason      text,
+    owner            text,
+    lease_expires_at timestamptz,
+    version          integer NOT NULL,
+    created_at       timestamptz NOT NULL,
+    updated_at       timestamptz NOT NULL
+);
+CREATE INDEX runs_created ON runs (created_at, seq);
+CREATE INDEX runs_user ON runs (user_id, created_at);
+ALTER TABLE steps ADD COLUMN request jsonb;
+"""
+
 MIGRATIONS: list[str] = [
     # 0 -> 1
     _MIGRATIONS_TABLE + _TABLES_V1 + _NOTIFY_V1 + _CLAIM_V1,
@@ -474,6 +502,8 @@ MIGRATIONS: list[str] = [
     _TABLES_V2 + _HELPERS_V2 + _CLAIM_V2,
     # 2 -> 3
     _TABLES_V3 + _CLAIM_V3,
+    # 3 -> 4
+    _TABLES_V4,
 ]
 """``MIGRATIONS[i]`` brings a schema from version ``i`` to ``i + 1``. Never edit one
 that has been released: add a new one (and update ``FRESH``)."""

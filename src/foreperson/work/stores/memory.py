@@ -7,10 +7,11 @@ import threading
 import uuid
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from ...journal import Step, check_version
+from ...journal import RunRecord, Step, check_run_version, check_version
 from ..policy import EFFECT_CLAIMED, EFFECT_DONE, Reason, dead_reason, lease_expired_error
 from ..store import StoreStats, validate_new_tasks
 from ..task import Clock, Status, SystemClock, Task, from_epoch
@@ -62,6 +63,7 @@ class MemoryStore:
         self._effects: dict[str, tuple[str, str, str]] = {}   # key -> (task, token, state)
         self._steps: dict[str, dict[str, Step]] = {}     # run id -> key -> step
         self._step_seq = 0
+        self._runs: dict[str, RunRecord] = {}
         self._lock = threading.RLock()
 
     # -- helpers ---------------------------------------------------------------
@@ -434,7 +436,7 @@ class MemoryStore:
                 return check_version(earlier)
             self._step_seq += 1
             stored = Step(step.run_id, step.key, step.kind, step.digest, result, step.version,
-                          self._now(), self._step_seq)
+                          self._now(), self._step_seq, _json_copy(step.request))
             steps[step.key] = stored
             return stored
 
@@ -443,6 +445,75 @@ class MemoryStore:
         with self._lock:
             steps = sorted(self._steps.get(run_id, {}).values(), key=lambda s: s.seq or 0)
         return [check_version(s) for s in steps]
+
+    # -- runs (foreperson.journal.RunLedger) ------------------------------------
+    def create_run(self, record: RunRecord) -> RunRecord:
+        """See :meth:`foreperson.journal.RunLedger.create_run`."""
+        data = json.loads(json.dumps(record.input, allow_nan=False))   # TypeError: not JSON
+        with self._lock:
+            earlier = self._runs.get(record.run_id)
+            if earlier is not None:
+                return check_run_version(earlier)
+            now = self._now()
+            stored = replace(record, input=data, created_at=now, updated_at=now)
+            self._runs[record.run_id] = stored
+            return stored
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """See :meth:`foreperson.journal.RunLedger.get_run`."""
+        with self._lock:
+            record = self._runs.get(run_id)
+        return None if record is None else check_run_version(record)
+
+    def list_runs(self, *, user_id: str | None = None, status: str | None = None,
+                  limit: int = 100) -> list[RunRecord]:
+        """See :meth:`foreperson.journal.RunLedger.list_runs`."""
+        with self._lock:
+            records = [r for r in reversed(self._runs.values())
+                       if (user_id is None or r.user_id == user_id)
+                       and (status is None or r.status == status)]
+        records.sort(key=lambda r: r.created_at or self._now(), reverse=True)
+        return records[:max(0, limit)]
+
+    def claim_run(self, run_id: str, owner: str, lease_s: float, *,
+                  take_from: str | None = None) -> RunRecord | None:
+        """See :meth:`foreperson.journal.RunLedger.claim_run`."""
+        with self._lock:
+            record = self._runs.get(run_id)
+            if record is None:
+                return None
+            now = self._now()
+            free = (record.owner is None or record.owner in (owner, take_from)
+                    or record.lease_expires_at is None or record.lease_expires_at < now)
+            if not free:
+                return None
+            record = replace(record, owner=owner, status="running", updated_at=now,
+                             lease_expires_at=now + timedelta(seconds=lease_s))
+            self._runs[run_id] = record
+            return record
+
+    def renew_run(self, run_id: str, owner: str, lease_s: float) -> bool:
+        """See :meth:`foreperson.journal.RunLedger.renew_run`."""
+        with self._lock:
+            record = self._runs.get(run_id)
+            if record is None or record.owner != owner:
+                return False
+            self._runs[run_id] = replace(
+                record, lease_expires_at=self._now() + timedelta(seconds=lease_s))
+            return True
+
+    def end_run(self, run_id: str, owner: str, status: str, *, result: Any = None,
+                error: str | None = None, stop_reason: str | None = None) -> bool:
+        """See :meth:`foreperson.journal.RunLedger.end_run`."""
+        data = json.loads(json.dumps(result, allow_nan=False))   # TypeError: not JSON
+        with self._lock:
+            record = self._runs.get(run_id)
+            if record is None or record.owner != owner:
+                return False
+            self._runs[run_id] = replace(
+                record, status=status, result=data, error=error, stop_reason=stop_reason,
+                owner=None, lease_expires_at=None, updated_at=self._now())
+            return True
 
     def close(self) -> None:
         """Nothing to release."""

@@ -55,7 +55,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigurationError, MissingDependency, StoreError
-from ...journal import Step, check_version
+from ...journal import RunRecord, Step, check_run_version, check_version
 from ..policy import Reason
 from ..store import StoreStats, conflicting_readd, validate_new_tasks
 from ..task import Clock, Status, SystemClock, Task, from_epoch
@@ -113,8 +113,16 @@ def _starting(start: bool | int, count: int) -> int:
 
 
 def _row_to_step(row: Sequence[Any]) -> Step:
-    run_id, key, kind, digest, result, version, created_at, seq = row
-    return Step(run_id, key, kind, digest, result, version, _utc(created_at), seq)
+    run_id, key, kind, digest, result, version, created_at, seq, request = row
+    return Step(run_id, key, kind, digest, result, version, _utc(created_at), seq, request)
+
+
+def _row_to_run(row: Sequence[Any]) -> RunRecord:
+    (run_id, agent, user_id, status, input_, result, error, stop_reason, owner,
+     lease_expires_at, version, created_at, updated_at) = row
+    return check_run_version(RunRecord(
+        run_id, agent, user_id, status, input_, result, error, stop_reason, owner,
+        _utc(lease_expires_at), version, _utc(created_at), _utc(updated_at)))
 
 
 def migrate_schema(dsn: str, *, schema: str | None = None,
@@ -759,9 +767,11 @@ class PostgresStore:
         """See :meth:`foreperson.journal.Journal.put_step`. One statement; first write
         wins across every process."""
         result = json.dumps(step.result, allow_nan=False)
+        request = None if step.request is None else json.dumps(step.request, allow_nan=False)
         ((fresh, *row),) = self._run("step_put", {
             "run_id": step.run_id, "key": step.key, "kind": step.kind,
-            "version": step.version, "digest": step.digest, "result": result})
+            "version": step.version, "digest": step.digest, "result": result,
+            "request": request})
         stored = _row_to_step(tuple(row))
         return stored if fresh else check_version(stored)
 
@@ -769,6 +779,48 @@ class PostgresStore:
         """See :meth:`foreperson.journal.Journal.list_steps`."""
         return [check_version(_row_to_step(r)) for r in self._run("step_list",
                                                                  {"run_id": run_id})]
+
+    # -- runs (foreperson.journal.RunLedger) ------------------------------------
+    def create_run(self, record: RunRecord) -> RunRecord:
+        """See :meth:`foreperson.journal.RunLedger.create_run`. One statement; first
+        write wins across every process."""
+        data = json.dumps(record.input, allow_nan=False)
+        (row,) = self._run("run_create", {
+            "run_id": record.run_id, "agent": record.agent, "user_id": record.user_id,
+            "status": record.status, "input": data, "owner": record.owner,
+            "lease_expires_at": record.lease_expires_at, "version": record.version})
+        return _row_to_run(row)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """See :meth:`foreperson.journal.RunLedger.get_run`."""
+        rows = self._run("run_get", {"run_id": run_id})
+        return _row_to_run(rows[0]) if rows else None
+
+    def list_runs(self, *, user_id: str | None = None, status: str | None = None,
+                  limit: int = 100) -> list[RunRecord]:
+        """See :meth:`foreperson.journal.RunLedger.list_runs`."""
+        return [_row_to_run(r) for r in self._run("run_list", {
+            "user_id": user_id, "status": status, "limit": max(0, limit)})]
+
+    def claim_run(self, run_id: str, owner: str, lease_s: float, *,
+                  take_from: str | None = None) -> RunRecord | None:
+        """See :meth:`foreperson.journal.RunLedger.claim_run`."""
+        rows = self._run("run_claim", {"run_id": run_id, "owner": owner,
+                                       "take_from": take_from, "lease": float(lease_s)})
+        return _row_to_run(rows[0]) if rows else None
+
+    def renew_run(self, run_id: str, owner: str, lease_s: float) -> bool:
+        """See :meth:`foreperson.journal.RunLedger.renew_run`."""
+        return bool(self._run("run_renew", {"run_id": run_id, "owner": owner,
+                                            "lease": float(lease_s)}))
+
+    def end_run(self, run_id: str, owner: str, status: str, *, result: Any = None,
+                error: str | None = None, stop_reason: str | None = None) -> bool:
+        """See :meth:`foreperson.journal.RunLedger.end_run`."""
+        data = None if result is None else json.dumps(result, allow_nan=False)
+        return bool(self._run("run_end", {
+            "run_id": run_id, "owner": owner, "status": status, "result": data,
+            "error": error, "stop_reason": stop_reason}))
 
     # -- limits ----------------------------------------------------------------
     def set_limit(self, name: str, *, max_active: int | None = None,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigurationError, StoreError
-from ...journal import Step, check_version
+from ...journal import RunRecord, Step, check_run_version, check_version
 from ..policy import EFFECT_CLAIMED, EFFECT_DONE, Reason
 from ..store import StoreStats, validate_new_tasks
 from ..task import Clock, Status, SystemClock, Task, from_epoch, to_epoch
@@ -107,10 +107,37 @@ MIGRATIONS.append(
     );
     """)
 
+MIGRATIONS.append(
+    # 2 -> 3: durable runs (foreperson.runtime): who a run belongs to, who runs it now, how
+    # it ended; a step's request summary, to say how a divergent replay differs
+    """
+    CREATE TABLE runs (
+        run_id           TEXT PRIMARY KEY,
+        agent            TEXT NOT NULL,
+        user_id          TEXT,
+        status           TEXT NOT NULL,
+        input            TEXT NOT NULL,
+        result           TEXT,
+        error            TEXT,
+        stop_reason      TEXT,
+        owner            TEXT,
+        lease_expires_at REAL,
+        version          INTEGER NOT NULL,
+        created_at       REAL NOT NULL,
+        updated_at       REAL NOT NULL
+    );
+    CREATE INDEX runs_created ON runs (created_at);
+    CREATE INDEX runs_user ON runs (user_id, created_at);
+    ALTER TABLE steps ADD COLUMN request TEXT;
+    """)
+
 _COLUMNS = ("id, kind, payload, status, assigned_to, attempts, max_attempts, result, error, "
             "heartbeat_at, depends_on, locks, created_at, started_at, finished_at, not_before, "
             "estimate_s, errors, lease_token, run_id, parent_id, reason, stale_after, "
             "lease_expires_at, awaited")
+
+_RUN_COLUMNS = ("run_id, agent, user_id, status, input, result, error, stop_reason, owner, "
+                "lease_expires_at, version, created_at, updated_at")
 
 _READY = """
     t.status IN ('pending', 'failed')
@@ -211,15 +238,41 @@ Q = {
         ON CONFLICT (key) DO UPDATE SET lease_token = excluded.lease_token,
             state = excluded.state, created_at = excluded.created_at""",
     "step_get": """
-        SELECT run_id, key, kind, digest, result, version, created_at, seq FROM steps
+        SELECT run_id, key, kind, digest, result, version, created_at, seq, request FROM steps
         WHERE run_id = :run_id AND key = :key""",
     "step_put": """
-        INSERT INTO steps (run_id, key, kind, version, digest, result, created_at)
-        VALUES (:run_id, :key, :kind, :version, :digest, :result, :now)
-        ON CONFLICT (run_id, key) DO NOTHING""",
+        INSERT INTO steps (run_id, key, kind, version, digest, result, created_at, request)
+        VALUES (:run_id, :key, :kind, :version, :digest, :result, :now, :request)
+        ON CONFLICT (run_id, key) DO NOTHING
+        RETURNING run_id, key, kind, digest, result, version, created_at, seq, request""",
     "step_list": """
-        SELECT run_id, key, kind, digest, result, version, created_at, seq FROM steps
+        SELECT run_id, key, kind, digest, result, version, created_at, seq, request FROM steps
         WHERE run_id = :run_id ORDER BY seq""",
+    "run_create": """
+        INSERT INTO runs (run_id, agent, user_id, status, input, result, error, stop_reason,
+                          owner, lease_expires_at, version, created_at, updated_at)
+        VALUES (:run_id, :agent, :user_id, :status, :input, NULL, NULL, NULL, :owner,
+                :lease_expires_at, :version, :now, :now)
+        ON CONFLICT (run_id) DO NOTHING""",
+    "run_get": f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = :run_id",
+    "run_list": f"""
+        SELECT {_RUN_COLUMNS} FROM runs
+        WHERE (:user_id IS NULL OR user_id = :user_id) AND (:status IS NULL OR status = :status)
+        ORDER BY created_at DESC, rowid DESC LIMIT :limit""",
+    "run_claim": f"""
+        UPDATE runs SET owner = :owner, status = 'running', updated_at = :now,
+            lease_expires_at = :now + :lease
+        WHERE run_id = :run_id AND (owner IS NULL OR owner = :owner OR owner = :take_from
+                                    OR lease_expires_at IS NULL OR lease_expires_at < :now)
+        RETURNING {_RUN_COLUMNS}""",
+    "run_renew": """
+        UPDATE runs SET lease_expires_at = :now + :lease
+        WHERE run_id = :run_id AND owner = :owner""",
+    "run_end": """
+        UPDATE runs SET status = :status, result = :result, error = :error,
+            stop_reason = :stop_reason, owner = NULL, lease_expires_at = NULL,
+            updated_at = :now
+        WHERE run_id = :run_id AND owner = :owner""",
 }
 
 
@@ -265,9 +318,20 @@ def _row_to_task(row: sqlite3.Row | tuple[Any, ...]) -> Task:
 
 
 def _row_to_step(row: tuple[Any, ...]) -> Step:
-    run_id, key, kind, digest, result, version, created_at, seq = row
-    return check_version(Step(run_id, key, kind, digest, json.loads(result), version,
-                              from_epoch(created_at), seq))
+    """A step row as a :class:`Step` (format version not checked)."""
+    run_id, key, kind, digest, result, version, created_at, seq, request = row
+    return Step(run_id, key, kind, digest, json.loads(result), version, from_epoch(created_at),
+                seq, None if request is None else json.loads(request))
+
+
+def _row_to_run(row: tuple[Any, ...]) -> RunRecord:
+    (run_id, agent, user_id, status, input_, result, error, stop_reason, owner,
+     lease_expires_at, version, created_at, updated_at) = row
+    return check_run_version(RunRecord(
+        run_id, agent, user_id, status, json.loads(input_),
+        None if result is None else json.loads(result), error, stop_reason, owner,
+        from_epoch(lease_expires_at), version, from_epoch(created_at),
+        from_epoch(updated_at)))
 
 
 class SqliteStore:
@@ -733,25 +797,76 @@ class SqliteStore:
     def get_step(self, run_id: str, key: str) -> Step | None:
         """See :meth:`foreperson.journal.Journal.get_step`."""
         rows = self._read(Q["step_get"], {"run_id": run_id, "key": key})
-        return _row_to_step(rows[0]) if rows else None
+        return check_version(_row_to_step(rows[0])) if rows else None
 
     def put_step(self, step: Step) -> Step:
-        """See :meth:`foreperson.journal.Journal.put_step`."""
+        """See :meth:`foreperson.journal.Journal.put_step`. One transaction; first write
+        wins across every process sharing the file."""
         result = json.dumps(step.result, allow_nan=False)
+        request = None if step.request is None else json.dumps(step.request, allow_nan=False)
         with self._tx() as db:
-            fresh = db.execute(Q["step_put"], {
+            row = db.execute(Q["step_put"], {
                 "run_id": step.run_id, "key": step.key, "kind": step.kind,
                 "version": step.version, "digest": step.digest, "result": result,
-                "now": self.clock.now()}).rowcount == 1
+                "now": self.clock.now(), "request": request}).fetchone()
+            if row is not None:     # ours: its version is the caller's to know
+                return _row_to_step(row)
             row = db.execute(Q["step_get"], {"run_id": step.run_id, "key": step.key}).fetchone()
-        if fresh:       # ours: its version is the caller's to know
-            return Step(row[0], row[1], row[2], row[3], json.loads(row[4]), row[5],
-                        from_epoch(row[6]), row[7])
-        return _row_to_step(row)
+        return check_version(_row_to_step(row))
 
     def list_steps(self, run_id: str) -> list[Step]:
         """See :meth:`foreperson.journal.Journal.list_steps`."""
-        return [_row_to_step(r) for r in self._read(Q["step_list"], {"run_id": run_id})]
+        return [check_version(_row_to_step(r))
+                for r in self._read(Q["step_list"], {"run_id": run_id})]
+
+    # -- runs (foreperson.journal.RunLedger) ------------------------------------
+    def create_run(self, record: RunRecord) -> RunRecord:
+        """See :meth:`foreperson.journal.RunLedger.create_run`."""
+        data = json.dumps(record.input, allow_nan=False)
+        with self._tx() as db:
+            db.execute(Q["run_create"], {
+                "run_id": record.run_id, "agent": record.agent, "user_id": record.user_id,
+                "status": record.status, "input": data, "owner": record.owner,
+                "lease_expires_at": None if record.lease_expires_at is None
+                else record.lease_expires_at.timestamp(),
+                "version": record.version, "now": self.clock.now()})
+            row = db.execute(Q["run_get"], {"run_id": record.run_id}).fetchone()
+        return _row_to_run(row)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """See :meth:`foreperson.journal.RunLedger.get_run`."""
+        rows = self._read(Q["run_get"], {"run_id": run_id})
+        return _row_to_run(rows[0]) if rows else None
+
+    def list_runs(self, *, user_id: str | None = None, status: str | None = None,
+                  limit: int = 100) -> list[RunRecord]:
+        """See :meth:`foreperson.journal.RunLedger.list_runs`."""
+        return [_row_to_run(r) for r in self._read(Q["run_list"], {
+            "user_id": user_id, "status": status, "limit": max(0, limit)})]
+
+    def claim_run(self, run_id: str, owner: str, lease_s: float, *,
+                  take_from: str | None = None) -> RunRecord | None:
+        """See :meth:`foreperson.journal.RunLedger.claim_run`."""
+        with self._tx() as db:
+            row = db.execute(Q["run_claim"], {
+                "run_id": run_id, "owner": owner, "take_from": take_from,
+                "lease": float(lease_s), "now": self.clock.now()}).fetchone()
+        return None if row is None else _row_to_run(row)
+
+    def renew_run(self, run_id: str, owner: str, lease_s: float) -> bool:
+        """See :meth:`foreperson.journal.RunLedger.renew_run`."""
+        return self._write("run_renew", {"run_id": run_id, "owner": owner,
+                                         "lease": float(lease_s),
+                                         "now": self.clock.now()}).rowcount == 1
+
+    def end_run(self, run_id: str, owner: str, status: str, *, result: Any = None,
+                error: str | None = None, stop_reason: str | None = None) -> bool:
+        """See :meth:`foreperson.journal.RunLedger.end_run`."""
+        data = None if result is None else json.dumps(result, allow_nan=False)
+        return self._write("run_end", {
+            "run_id": run_id, "owner": owner, "status": status, "result": data,
+            "error": error, "stop_reason": stop_reason,
+            "now": self.clock.now()}).rowcount == 1
 
     def close(self) -> None:
         """Close the connection. Idempotent."""
