@@ -13,19 +13,27 @@
     │   ├── TaskFailed              an awaited task ended DEAD (its last error kept)
     │   ├── LeaseLost               this worker no longer holds the task's lease
     │   ├── ModelError              a model call failed; the SDK error is __cause__
-<<<<<<< HEAD
     │   ├── GuardError              a state machine's CEL expression failed on the run's data
-    │   └── OutputValidationError   the model's final answer never matched the agent's output_type
-=======
     │   ├── OutputValidationError   the model's final answer never matched the agent's output_type
-    │   └── RecursionLimitExceeded  a team run took more steps than its backstop allows
->>>>>>> helper-teams
+    │   ├── RecursionLimitExceeded  a team run took more steps than its backstop allows
+    │   ├── AccessDenied            another user's (or an anonymous) run reached a pinned run
+    │   │                           or worker (seed 001: tenant pinning)
+    │   ├── RunBusy                 a durable run is owned by another live process
+    │   └── JournalDivergence       a replay asked a step something else than was
+    │                               recorded (defined in foreperson.journal)
+    ├── UnknownStepVersion          a journal record in a format this foreperson cannot
+    │                               read (defined in foreperson.journal)
     └── StoreError                  the task store failed; the driver error is __cause__
 
 Signals raised *by user code* inside a task stand outside the tree, with imperative
 names: :class:`Retry` (retry this task, optionally after a delay), :class:`RateLimited`
 (a shared resource said "too many requests": back the resource off, keep the attempt)
 and :class:`GiveUp` (do not retry: park the task DEAD now).
+
+Outside the tree too, as a ``BaseException`` so that a tool's ``except Exception``
+cannot swallow it: the agent layer's ``RunParked``, which carries a tool call waiting
+for a human decision up to the outermost run (which then ends with stop reason
+``"awaiting_approval"``, never raising it).
 
 Also outside the tree: the test doubles of :mod:`foreperson.testing` fail with
 ``AssertionError`` subclasses (``UnexpectedModelCall``, ``UnusedReplies``), as failed test
@@ -39,6 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "AccessDenied",
     "ConfigurationError",
     "ForepersonError",
     "GiveUp",
@@ -53,6 +62,7 @@ __all__ = [
     "OutputValidationError",
     "RecursionLimitExceeded",
     "Retry",
+    "RunBusy",
     "RunError",
     "SpecProblem",
     "StoreError",
@@ -295,6 +305,51 @@ class RecursionLimitExceeded(RunError):
         self.agent = agent
         self.run_id = run_id
         self.limit = limit
+
+
+class AccessDenied(RunError):
+    """A run reached something that belongs to another user (seed 001, tenant
+    pinning): a durable run of another user (or of a user, from an anonymous caller)
+    was to be run again, resumed, approved or read, a pinned worker was delegated to
+    from another user's or an anonymous run, or a run nested in another named another
+    user. Nothing was run, read or written.
+
+    Attributes:
+        user_id: who asked (None: anonymous).
+        owner: the user it belongs to (None: anonymous).
+        what: what was reached (``"run r-1"``, ``"agent 'poet'"``).
+    """
+
+    def __init__(self, what: str, *, user_id: str | None, owner: str | None,
+                 action: str = "reach") -> None:
+        def who(user: str | None) -> str:
+            return "an anonymous caller" if user is None else f"user {user!r}"
+
+        pinned = "no user (an anonymous run)" if owner is None else f"user {owner!r}"
+        super().__init__(
+            f"{what} belongs to {pinned}; {who(user_id)} cannot {action} it: pass the "
+            "user_id it belongs to (runs and workers stay with the user who started them)")
+        self.user_id = user_id
+        self.owner = owner
+        self.what = what
+
+
+class RunBusy(RunError):
+    """A durable run is owned by another live process (its lease has not lapsed), so it
+    cannot be run or resumed here now.
+
+    Attributes:
+        run_id: the run.
+        owner: the process that owns it (``host:pid:nonce``).
+    """
+
+    def __init__(self, run_id: str, owner: str, expires_in_s: float | None) -> None:
+        lapse = "" if expires_in_s is None else f" (its lease lapses in {expires_in_s:.0f} s)"
+        super().__init__(
+            f"run {run_id} is being run by {owner}{lapse}: wait for it to end, or resume it "
+            "once that process is gone")
+        self.run_id = run_id
+        self.owner = owner
 
 
 class StoreError(ForepersonError):

@@ -23,6 +23,7 @@ Example::
 """
 
 from ._agent import Agent
+from ._durable import DurableRuntime, RunSession
 from ._events import (
     EVENTS_ADAPTER,
     STOP_REASONS,
@@ -50,7 +51,9 @@ from ._guards import (
     JsonlAuditLog,
     Limits,
     MemoryAuditLog,
+    PendingApproval,
     RateLimiter,
+    ask_later,
 )
 from ._react import Architecture, ReAct
 from ._runner import (
@@ -63,7 +66,7 @@ from ._runner import (
     StepSpec,
 )
 from ._state import EventSink, ParentRun, RunContext, RunOptions
-from ._steps import SpawnRecord
+from ._steps import RunParked, SpawnRecord
 from ._tools import Tool, tool
 from ._vocabulary import Vocabulary
 
@@ -81,6 +84,7 @@ __all__ = [
     "AuditEntry",
     "AuditLog",
     "BeforeToolHook",
+    "DurableRuntime",
     "EventSink",
     "FinalEvent",
     "Guardrail",
@@ -92,11 +96,14 @@ __all__ = [
     "MemoryAuditLog",
     "ModelCallEvent",
     "ParentRun",
+    "PendingApproval",
     "RateLimiter",
     "ReAct",
     "RunContext",
     "RunOptions",
+    "RunParked",
     "RunResult",
+    "RunSession",
     "SpawnRecord",
     "StepCodec",
     "StepOutcome",
@@ -108,6 +115,7 @@ __all__ = [
     "ToolCallEvent",
     "ToolResultEvent",
     "Vocabulary",
+    "ask_later",
     "dump_run_result",
     "load_run_result",
     "tool",

@@ -12,13 +12,14 @@ from typing import Any, Generic, TypeVar
 import anyio
 from pydantic import BaseModel
 
-from ..errors import ConfigurationError
+from ..errors import AccessDenied, ConfigurationError
 from ..models import Message, Model, ModelSettings, SystemMessage, UserMessage, infer_model
+from ._durable import DurableRuntime
 from ._events import AgentEvent, FinalEvent, RunResult
 from ._guards import Guards
 from ._react import Architecture, ReAct
 from ._state import DEFAULT_OPTIONS, RunContext, RunOptions, nested_run_id
-from ._steps import first_error
+from ._steps import RunParked, first_error
 from ._tools import Tool, as_tool
 
 __all__ = ["Agent"]
@@ -50,6 +51,10 @@ class Agent(Generic[OutputT]):
             ``"agent"``).
         guards: default ``Guards()`` (20 model calls per run, nothing else).
         settings: sampling settings for every model call.
+        pinned_user: the only user whose runs may run this agent (seed 001, tenant
+            pinning: a spawned worker is pinned to the user of the run that spawned
+            it); a run of another user, or an anonymous one, that reaches it raises
+            :class:`~foreperson.errors.AccessDenied`. None (default): any user's.
 
     Raises:
         ConfigurationError: a bad model string, a missing API key, two tools with one
@@ -68,6 +73,7 @@ class Agent(Generic[OutputT]):
         name: str = "agent",
         guards: Guards | None = None,
         settings: ModelSettings | None = None,
+        pinned_user: str | None = None,
     ) -> None:
         if not isinstance(instructions, str):
             raise ConfigurationError(
@@ -96,6 +102,7 @@ class Agent(Generic[OutputT]):
         self.name = name
         self.guards = guards if guards is not None else Guards()
         self.settings = settings if settings is not None else ModelSettings()
+        self.pinned_user = pinned_user
 
     def __repr__(self) -> str:
         return (f"Agent(name={self.name!r}, model={self.model.name!r}, "
@@ -128,6 +135,7 @@ class Agent(Generic[OutputT]):
             "name": self.name,
             "guards": self.guards,
             "settings": self.settings,
+            "pinned_user": self.pinned_user,
         }
         unknown = set(changes) - set(arguments)
         if unknown:
@@ -170,6 +178,9 @@ class Agent(Generic[OutputT]):
         Raises:
             ConfigurationError: a nested run started from another thread than its
                 parent's (use ``await agent.run(...)`` in an async tool).
+            AccessDenied: the agent is pinned to another user than the run's, or a
+                nested run names another user than its parent's (seed 001: tenant
+                isolation holds across a run and every run nested in it).
         """
         options = options if options is not None else DEFAULT_OPTIONS
         parent = options.parent
@@ -178,8 +189,15 @@ class Agent(Generic[OutputT]):
                 parent.context.check_thread()
             if user_id is None:
                 user_id = parent.user_id
+            elif user_id != parent.user_id:
+                raise AccessDenied(f"run {parent.root_run_id} (which agent {self.name!r} "
+                                   "would run nested in)", user_id=user_id,
+                                   owner=parent.user_id, action="run a nested agent in")
             streaming = streaming or (parent.streaming and options.events is not None)
             run_id = run_id or nested_run_id(parent, self.name)
+        if self.pinned_user is not None and user_id != self.pinned_user:
+            raise AccessDenied(f"agent {self.name!r}", user_id=user_id, owner=self.pinned_user,
+                               action="run")
         history = list(message_history or ())
         messages: list[Message] = []
         if not history or not isinstance(history[0], SystemMessage):
@@ -204,6 +222,7 @@ class Agent(Generic[OutputT]):
         run_id: str | None = None,
         message_history: Sequence[Message] | None = None,
         options: RunOptions | None = None,
+        runtime: DurableRuntime | None = None,
     ) -> RunResult[OutputT]:
         """Run the agent on one prompt until it answers or a guard stops it.
 
@@ -220,13 +239,26 @@ class Agent(Generic[OutputT]):
                 call and approval), the clock, the id source, the parent run (from
                 ``ctx.nested()`` inside a tool) and an event sink. Default: steps run
                 inline, system clock, random ids.
+            runtime: a durable runtime (``foreperson.runtime``: ``InMemoryRuntime()``,
+                ``SqliteRuntime(path)``, ``PostgresRuntime(dsn)``): the run is recorded
+                under ``run_id`` for ``user_id``, every model call, tool call, approval,
+                spawn and delegation is journaled in the runtime's store, and workers,
+                nested teams and spawned workers inherit it. Running again with the same
+                ``run_id`` (or :meth:`resume`) returns each finished step's result
+                without executing it again and runs only the unfinished ones. With a
+                runtime, ``options`` gives only the clock, ids and event sink.
 
         Returns:
             The result: ``output`` (text or the validated ``output_type`` object),
             ``text``, ``messages``, ``usage``, ``stop_reason`` and ``finish_reason``. A
-            limit or guardrail ends the run with a result, never an exception.
+            limit or guardrail ends the run with a result, never an exception; so does a
+            journaled run whose tool call waits for a human (``"awaiting_approval"``,
+            ``pending``).
 
         Raises:
+            AccessDenied: the ``run_id`` belongs to another user, or a pinned worker was
+                reached from another user's (or an anonymous) run.
+            RunBusy: another live process runs ``run_id`` now (with a runtime).
             ModelError: a model call failed for good.
             OutputValidationError: the answer never matched ``output_type``.
             JournalDivergence: a journaled replay asked something the journal did not
@@ -235,6 +267,9 @@ class Agent(Generic[OutputT]):
                 type, or an unregistered stop reason or audit kind was used.
             Exception: what a hook, guardrail or approval handler raised.
         """
+        if runtime is not None:
+            return await self._durable(runtime, prompt, user_id=user_id, run_id=run_id,
+                                       message_history=message_history, options=options)
         ctx = self.new_context(prompt, user_id=user_id, run_id=run_id,
                                message_history=message_history,
                                options=options if options is not None else DEFAULT_OPTIONS)
@@ -247,6 +282,97 @@ class Agent(Generic[OutputT]):
         assert result is not None
         return result
 
+    async def _durable(
+        self,
+        runtime: DurableRuntime,
+        prompt: str | None,
+        *,
+        user_id: str | None,
+        run_id: str | None,
+        message_history: Sequence[Message] | None,
+        options: RunOptions | None,
+    ) -> RunResult[OutputT]:
+        """The run inside a runtime's session (``Agent.run`` itself, not an override)."""
+        async with runtime.open_run(self, prompt=prompt, run_id=run_id, user_id=user_id,
+                                    message_history=message_history,
+                                    options=options) as session:
+            result = await Agent.run(self, session.prompt, user_id=session.user_id,
+                                     run_id=session.run_id,
+                                     message_history=session.message_history,
+                                     options=session.options)
+            session.result = result
+        return result
+
+    async def resume(
+        self,
+        run_id: str,
+        *,
+        runtime: DurableRuntime,
+        user_id: str | None = None,
+        options: RunOptions | None = None,
+    ) -> RunResult[OutputT]:
+        """Continue a durable run from its journal: every finished step (model call,
+        tool call, approval, spawn, delegation, at every level of nesting) returns its
+        recorded result without being executed again, and only the unfinished ones run
+        (seed 001: completed worker runs return cached results; only the un-completed
+        work re-executes). A run that ended already replays to the same result.
+
+        Args:
+            run_id: the run.
+            runtime: the runtime whose store holds it.
+            user_id: the user resuming it: must be the one it belongs to.
+            options: the clock, ids and event sink (as :meth:`run` with a runtime).
+
+        Returns:
+            As :meth:`run`.
+
+        Raises:
+            AccessDenied: the run belongs to another user (or to a user, and
+                ``user_id`` is None).
+            RunBusy: another live process runs it now.
+            ConfigurationError: no such run in this runtime, or it is another agent's.
+            JournalDivergence: the code or the inputs changed a step that was recorded:
+                the error names the step and what differs.
+            UnknownStepVersion: the journal was written in a format this foreperson
+                cannot read.
+            ModelError, OutputValidationError: as :meth:`run`.
+        """
+        return await self._durable(runtime, None, user_id=user_id, run_id=run_id,
+                                   message_history=None, options=options)
+
+    def resume_sync(
+        self,
+        run_id: str,
+        *,
+        runtime: DurableRuntime,
+        user_id: str | None = None,
+        options: RunOptions | None = None,
+    ) -> RunResult[OutputT]:
+        """:meth:`resume` for code without an event loop (see :meth:`run_sync`).
+
+        Raises:
+            RuntimeError: called from inside a running event loop.
+            AccessDenied, RunBusy, ConfigurationError, JournalDivergence: as
+                :meth:`resume`.
+        """
+        self._refuse_running_loop("resume_sync")
+        from ..models import run_blocking
+
+        async def run() -> RunResult[OutputT]:
+            return await self.resume(run_id, runtime=runtime, user_id=user_id,
+                                     options=options)
+
+        return run_blocking(run, close_at_exit=self.model)
+
+    def _refuse_running_loop(self, name: str) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        raise RuntimeError(
+            f"agent {self.name!r}: {name}() cannot be called from a running event loop; "
+            f"use `await agent.{name.removesuffix('_sync')}(...)` instead")
+
     def run_sync(
         self,
         prompt: str,
@@ -255,6 +381,7 @@ class Agent(Generic[OutputT]):
         run_id: str | None = None,
         message_history: Sequence[Message] | None = None,
         options: RunOptions | None = None,
+        runtime: DurableRuntime | None = None,
     ) -> RunResult[OutputT]:
         """:meth:`run` for code without an event loop (scripts, the CLI, worker threads).
 
@@ -266,7 +393,7 @@ class Agent(Generic[OutputT]):
         calling thread are visible to the run; an interrupted wait (Ctrl-C) cancels it.
 
         Args:
-            prompt, user_id, run_id, message_history, options: as :meth:`run`.
+            prompt, user_id, run_id, message_history, options, runtime: as :meth:`run`.
 
         Returns:
             As :meth:`run`.
@@ -278,19 +405,12 @@ class Agent(Generic[OutputT]):
         """
         from ..models import run_blocking
 
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass
-        else:
-            raise RuntimeError(
-                f"agent {self.name!r}: run_sync() cannot be called from a running event loop; "
-                "use `await agent.run(...)` instead"
-            )
+        self._refuse_running_loop("run_sync")
 
         async def run() -> RunResult[OutputT]:
             return await self.run(prompt, user_id=user_id, run_id=run_id,
-                                  message_history=message_history, options=options)
+                                  message_history=message_history, options=options,
+                                  runtime=runtime)
 
         return run_blocking(run, close_at_exit=self.model)
 
@@ -302,6 +422,7 @@ class Agent(Generic[OutputT]):
         run_id: str | None = None,
         message_history: Sequence[Message] | None = None,
         options: RunOptions | None = None,
+        runtime: DurableRuntime | None = None,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run the agent and yield its events as they happen; model text is streamed.
 
@@ -318,6 +439,8 @@ class Agent(Generic[OutputT]):
             options: as :meth:`run`. With ``options.events`` set (a nested stream, or
                 a sink of your own), this run's events are yielded and also sent to
                 that sink, and nested runs' events go only to the sink.
+            runtime: as :meth:`run`; replayed steps' events come through marked
+                ``replayed``.
 
         Yields:
             :class:`TextDeltaEvent`, :class:`ModelCallEvent`, :class:`ToolCallEvent`,
@@ -327,6 +450,20 @@ class Agent(Generic[OutputT]):
         Raises:
             As :meth:`run`.
         """
+        if runtime is not None:
+            async with runtime.open_run(self, prompt=prompt, run_id=run_id, user_id=user_id,
+                                        message_history=message_history,
+                                        options=options) as session:
+                events = Agent.stream(self, session.prompt, user_id=session.user_id,
+                                      run_id=session.run_id,
+                                      message_history=session.message_history,
+                                      options=session.options)
+                async with aclosing(events):
+                    async for event in events:
+                        if isinstance(event, FinalEvent) and event.level == 0:
+                            session.result = event.result
+                        yield event
+            return
         options = options if options is not None else DEFAULT_OPTIONS
         if options.events is not None:
             ctx = self.new_context(prompt, user_id=user_id, run_id=run_id,
@@ -401,6 +538,12 @@ class Agent(Generic[OutputT]):
                         f"architecture {type(self.architecture).__name__} returned without "
                         "ending the run (ctx.end(...))"
                     )
+        except RunParked as parked:
+            if ctx.parent is not None:      # the outermost run ends it, with a result
+                ctx.audit("run_end", stop_reason="awaiting_approval", usage=_usage(ctx),
+                          duration_s=round(time.perf_counter() - started, 6))
+                raise
+            ctx.park(parked.pending)
         except BaseException as exc:
             ctx.audit("run_end", error=_describe(exc), usage=_usage(ctx),
                       duration_s=round(time.perf_counter() - started, 6))

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Generic, Literal, TypeAlias, TypeVar
 from pydantic import BaseModel, Field, TypeAdapter
 
 from ..models import MESSAGES_ADAPTER, Message, ModelResponse, ToolCall, ToolReturn, Usage
+from ._guards import PendingApproval
 from ._vocabulary import Vocabulary
 
 __all__ = [
@@ -52,6 +53,8 @@ STOP_REASONS = Vocabulary("stop reason", {
     "empty_reply": "the model replied with nothing, again after being asked once more",
     "truncated": "the model's answer was cut by its token limit, again after being asked "
                  "once more",
+    "awaiting_approval": "a tool call waits for a human decision (Approval.pending()); the "
+                         "run is parked in its journal until one is recorded, then resumed",
 })
 """The registry of stop reasons (see :data:`StopReason`);
 ``STOP_REASONS.register(name, meaning)`` adds one."""
@@ -83,6 +86,8 @@ class RunResult(Generic[OutputT]):
         finish_reason: why the model stopped its last reply, in the provider's words
             (``"stop"``, ``"tool_calls"``, ``"length"``...), or None (no model call, or
             the provider did not say).
+        pending: the tool calls a parked run waits on (stop reason
+            ``"awaiting_approval"``), in call order; empty otherwise.
     """
 
     output: OutputT | None
@@ -94,6 +99,7 @@ class RunResult(Generic[OutputT]):
     agent: str
     detail: str | None = None
     finish_reason: str | None = None
+    pending: tuple[PendingApproval, ...] = ()
 
     @property
     def completed(self) -> bool:

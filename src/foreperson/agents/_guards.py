@@ -30,6 +30,8 @@ __all__ = [
     "AUDIT_KINDS",
     "AfterToolHook",
     "Approval",
+    "PendingApproval",
+    "ask_later",
     "ApprovalHandler",
     "AuditEntry",
     "AuditLog",
@@ -104,15 +106,17 @@ class Limits:
 class Approval:
     """A human's decision on one tool call (see ``Guards.approval``).
 
-    Build one with :meth:`approve`, :meth:`deny` or :meth:`edit`.
+    Build one with :meth:`approve`, :meth:`deny` or :meth:`edit`; :meth:`pending` says
+    there is no decision yet (a durable run then parks until one is recorded).
 
     Attributes:
-        decision: ``"approve"``, ``"deny"`` or ``"edit"``.
+        decision: ``"approve"``, ``"deny"``, ``"edit"``, or ``"pending"`` (never
+            recorded: the run waits).
         arguments: the replacement arguments, for ``"edit"``.
         reason: why, for ``"deny"``; the model reads it.
     """
 
-    decision: Literal["approve", "deny", "edit"]
+    decision: Literal["approve", "deny", "edit", "pending"]
     arguments: dict[str, Any] | None = None
     reason: str | None = None
 
@@ -131,11 +135,67 @@ class Approval:
         """Run the call with these arguments instead (validated again)."""
         return cls("edit", arguments=dict(arguments))
 
+    @classmethod
+    def pending(cls) -> Approval:
+        """No decision yet: the request is journaled and the run parks (it ends with
+        stop reason ``"awaiting_approval"``, and its process may exit) until a decision
+        is recorded (``runtime.approve`` / ``runtime.deny``, ``foreperson runs approve``);
+        resuming it then continues from this call, replaying every step before it.
+        Needs a journaled run (a runtime, or ``JournaledSteps``)."""
+        return cls("pending")
+
+
+@dataclass(frozen=True)
+class PendingApproval:
+    """A tool call a parked run waits on (``RunResult.pending``,
+    ``runtime.pending(run_id)``).
+
+    Attributes:
+        call_id: the tool call's id (what ``runtime.approve(run_id, call_id)`` takes).
+        tool: the tool's name.
+        arguments: the arguments the model wrote.
+        key: the approval's step key in the run's journal
+            (``agent:NAME/turn:T/tool:I/approval``): unique in the run, where a call id
+            may not be (two workers' first calls).
+        agent: the agent that made the call (a worker, in a team).
+        run_id: the run the call belongs to (a nested run's own id for a worker).
+        digest: the approval step's request digest (a recorded decision must carry it).
+    """
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    key: str
+    agent: str
+    run_id: str
+    digest: str
+
 
 ApprovalHandler = Callable[[ToolCall, "RunContext"], "Approval | Awaitable[Approval]"]
 """``(call, ctx) -> Approval``, sync or async: asks a human about one tool call. Its
 decision is a journaled step (``.../tool:N/approval``): a replayed run does not ask
-again."""
+again. Returning :meth:`Approval.pending` parks a durable run until the decision comes
+from elsewhere (see :func:`ask_later`)."""
+
+
+async def ask_later(call: ToolCall, ctx: RunContext) -> Approval:
+    """The approval handler of durable runs: it never decides on the spot.
+
+    ``Guards(approval=ask_later, approval_required={"refund"})``: a call to ``refund``
+    journals its request and parks the run (stop reason ``"awaiting_approval"``,
+    ``result.pending``); the process may exit. A human decides later, from any process
+    (``runtime.approve(run_id, call_id)`` / ``runtime.deny(...)``, or ``foreperson runs
+    approve RUN_ID CALL_ID``), and ``agent.resume(run_id, runtime=...)`` continues from
+    that call, re-executing nothing before it.
+
+    Args:
+        call: the tool call.
+        ctx: its run.
+
+    Returns:
+        :meth:`Approval.pending`, always.
+    """
+    return Approval.pending()
 
 BeforeToolHook = Callable[[ToolCall, "RunContext"], "ToolCall | None | Awaitable[ToolCall | None]"]
 """``(call, ctx) -> ToolCall | None``: runs before each tool call (before approval);

@@ -20,7 +20,14 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 import anyio
 import anyio.to_thread
 
-from ..journal import Journal, JournalDivergence, Step, request_digest
+from ..journal import (
+    Journal,
+    JournalDivergence,
+    Step,
+    compact_request,
+    describe_divergence,
+    request_digest,
+)
 
 __all__ = [
     "JSON_CODEC",
@@ -146,6 +153,12 @@ class JournaledSteps:
 
     A step that raised is not recorded: it runs again on replay.
 
+    Each record keeps the step's result and a compact summary of its request
+    (:func:`~foreperson.journal.compact_request`: digests in place of anything long), never
+    the conversation before it, so the journal grows linearly in the run's steps; a
+    divergent replay compares the summaries to say how the step differs
+    (:class:`~foreperson.journal.JournalDivergence` ``detail``).
+
     Example::
 
         from foreperson.agents import Agent, JournaledSteps, RunOptions
@@ -198,23 +211,31 @@ class JournaledSteps:
             TypeError: the request or the encoded result is not JSON.
             StoreError: the journal failed.
         """
-        digest = request_digest(step.request())
+        request = step.request()
+        digest = request_digest(request)
         recorded = await self._recorded(step.run_id, step.key)
         if recorded is not None:
             if recorded.digest != digest:
-                raise JournalDivergence(step.run_id, step.key, recorded.digest, digest)
+                raise _diverged(step, recorded, digest, request)
             return StepOutcome(step.codec.decode(recorded.result), replayed=True)
         value = await execute()
         encoded = step.codec.encode(value)
-        new = Step(step.run_id, step.key, step.kind, digest, encoded)
+        new = Step(step.run_id, step.key, step.kind, digest, encoded,
+                   request=compact_request(request))
         with anyio.CancelScope(shield=True):
             stored = await anyio.to_thread.run_sync(self.journal.put_step, new)
         self._remember(stored)
         if stored.digest != digest:
-            raise JournalDivergence(step.run_id, step.key, stored.digest, digest)
+            raise _diverged(step, stored, digest, request)
         if stored.result != encoded:  # another writer recorded this step first: theirs wins
             return StepOutcome(step.codec.decode(stored.result))
         return StepOutcome(value)
 
     def __repr__(self) -> str:
         return f"JournaledSteps({self.journal!r})"
+
+
+def _diverged(step: StepSpec[Any], recorded: Step, digest: str, request: Any
+              ) -> JournalDivergence:
+    detail = describe_divergence(recorded.request, compact_request(request))
+    return JournalDivergence(step.run_id, step.key, recorded.digest, digest, detail)

@@ -30,7 +30,7 @@ from ._events import (
     dump_run_result,
     load_run_result,
 )
-from ._guards import AUDIT_KINDS, AuditEntry, Guards
+from ._guards import AUDIT_KINDS, AuditEntry, Guards, PendingApproval
 from ._runner import JSON_CODEC, InlineSteps, StepCodec, StepOutcome, StepRunner, StepSpec
 from ._steps import POSITION, ConversationDigest, SpawnRecord
 from ._tools import Tool
@@ -110,6 +110,11 @@ class RunOptions:
             top-level run.
         events: where the run's events also go as they happen (see :data:`EventSink`);
             the outermost ``stream()`` sets it for itself and the runs nested in it.
+        runtime: the durable run this run belongs to, set by a runtime
+            (``agent.run(..., runtime=SqliteRuntime(...))``) and handed to every run
+            nested in it. Opaque to the agent layer; the layers above read their services
+            from it (the teams layer: the task store of delegations, workers that run in
+            other processes). None: no runtime.
     """
 
     steps: StepRunner = field(default_factory=InlineSteps)
@@ -117,6 +122,7 @@ class RunOptions:
     ids: IdSource = new_id
     parent: ParentRun | None = None
     events: EventSink | None = None
+    runtime: Any = None
 
 
 DEFAULT_OPTIONS = RunOptions()
@@ -195,6 +201,7 @@ class RunContext:
             run the outermost run's.
         conversation: the running digest of ``messages`` that journaled model calls
             record.
+        replayed: whether the latest model call's reply came from the journal.
     """
 
     agent: Agent[Any]
@@ -215,6 +222,8 @@ class RunContext:
     deadline: float | None = None
     correcting: bool = False
     result_hook: Callable[[RunResult[Any]], RunResult[Any]] | None = None
+    replayed: bool = False
+    pending: tuple[PendingApproval, ...] = ()
     tags: dict[str, Any] = field(init=False, repr=False)
     journal_run_id: str = field(init=False)
     _base: str = field(init=False, repr=False)
@@ -325,6 +334,22 @@ class RunContext:
             self.stop_reason = stop_reason
             self.output = output
             self.detail = detail
+
+    def park(self, pending: Sequence[PendingApproval]) -> None:
+        """End the run, whatever it was doing, with ``"awaiting_approval"``: a step of
+        it (or of a run nested in it) waits for a human decision (see
+        :class:`~foreperson.agents.RunParked`). The outermost run calls this.
+
+        Args:
+            pending: the calls waited on.
+        """
+        self.pending = tuple(pending)
+        calls = ", ".join(f"{p.tool} (call {p.call_id}, step {p.key})" for p in pending)
+        self.stop_reason = "awaiting_approval"
+        self.output = None
+        self.detail = (f"waiting for a human decision on {calls}: record it with "
+                       "runtime.approve(run_id, call_id) or runtime.deny(...), or "
+                       "`foreperson runs approve RUN_ID CALL_ID`, then resume the run")
 
     def end_by_deadline(self) -> None:
         """End the run with ``"max_duration"`` (its deadline passed)."""
@@ -611,6 +636,23 @@ class RunContext:
         Raises:
             JournalDivergence: the recorded spawn had another role, instructions or data.
         """
+        return (await _steps.spawn(self, role, instructions, data)).value
+
+    async def spawn_step(
+        self, role: str, instructions: str, *, data: dict[str, Any] | None = None
+    ) -> StepOutcome[SpawnRecord]:
+        """:meth:`spawn`, also saying whether the record was replayed from the journal
+        (for events that mark replayed steps).
+
+        Args:
+            role, instructions, data: as :meth:`spawn`.
+
+        Returns:
+            The record and whether it was replayed.
+
+        Raises:
+            JournalDivergence: as :meth:`spawn`.
+        """
         return await _steps.spawn(self, role, instructions, data)
 
     def nested(self, name: str | None = None) -> RunOptions:
@@ -641,7 +683,7 @@ class RunContext:
                            self.user_id, self.streaming, context=self)
         options = self.options
         return RunOptions(steps=options.steps, clock=options.clock, ids=options.ids,
-                          parent=parent, events=options.events)
+                          parent=parent, events=options.events, runtime=options.runtime)
 
     async def run_agent(
         self,
@@ -731,6 +773,7 @@ class RunContext:
             agent=self.agent_name,
             detail=self.detail,
             finish_reason=last.finish_reason if last is not None else None,
+            pending=self.pending,
         )
         if self.result_hook is not None:
             result = self.result_hook(result)

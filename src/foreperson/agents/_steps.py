@@ -12,6 +12,8 @@ key (the step path)                          kind             result recorded
 ``agent:NAME/turn:T/model``                  ``model_call``   the :class:`ModelResponse`
 ``agent:NAME/turn:T/tool:I``                 ``tool_call``    the :class:`ToolReturn`
 ``agent:NAME/turn:T/tool:I/approval``        ``approval``     the :class:`Approval`
+``…/tool:I/approval/request``                ``approval_request``  what a parked call waits
+                                                              on (:class:`PendingApproval`)
 ``<position>/spawn:ROLE``                    ``spawn``        the :class:`SpawnRecord`
 ``<position>/KIND:N``                        any              what ``ctx.step`` returns
 ==========================================  ===============  ============================
@@ -24,6 +26,13 @@ is that call's path; inside ``ctx.step`` it is that step's key.
 
 The rest of a run (hooks, permission checks, argument validation, guardrails) is plain
 code that runs again on replay; it must be deterministic for a replay to match.
+
+Parking: an approval handler that returns :meth:`Approval.pending` journals the request
+(``…/approval/request``) and raises :class:`RunParked`; the other calls of the turn
+finish (and are journaled) first, runs nested in it pass it up without recording the
+step they run under, and the outermost run ends with stop reason
+``"awaiting_approval"``. A decision recorded later under the approval's key is what a
+resumed run replays.
 """
 
 from __future__ import annotations
@@ -42,7 +51,7 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from ..errors import ConfigurationError, ModelError, OutputValidationError
+from ..errors import AccessDenied, ConfigurationError, ModelError, OutputValidationError
 from ..journal import JournalDivergence, UnknownStepVersion, request_digest
 from ..models import (
     MESSAGES_ADAPTER,
@@ -50,6 +59,7 @@ from ..models import (
     ModelRequestParameters,
     ModelResponse,
     ModelSettings,
+    SystemMessage,
     TextDelta,
     ToolCall,
     ToolDefinition,
@@ -65,14 +75,14 @@ from ._events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from ._guards import Approval
-from ._runner import StepCodec, StepOutcome, StepSpec
+from ._guards import Approval, PendingApproval
+from ._runner import InlineSteps, StepCodec, StepOutcome, StepSpec
 from ._tools import Tool, format_validation_error, result_text
 
 if TYPE_CHECKING:
     from ._state import RunContext
 
-__all__ = ["SpawnRecord"]
+__all__ = ["RunParked", "SpawnRecord"]
 
 logger = logging.getLogger("foreperson.agents")
 
@@ -80,9 +90,29 @@ POSITION: ContextVar[tuple[RunContext, str] | None] = ContextVar(
     "foreperson_step_position", default=None)
 """(run, step path) of the tool call or step whose code is running in this task."""
 
-# Raised by a journal inside a tool (a nested run's replay): never a tool result the
-# model could "correct", always the run's error.
-_JOURNAL_ERRORS = (JournalDivergence, UnknownStepVersion)
+# Raised by a journal inside a tool (a nested run's replay) or by tenant pinning (a nested
+# run of a pinned worker): never a tool result the model could "correct", always the
+# run's error.
+_JOURNAL_ERRORS = (JournalDivergence, UnknownStepVersion, AccessDenied)
+
+
+class RunParked(BaseException):  # noqa: N818 - a signal, named for what happened
+    """A step waits for a human decision (:meth:`Approval.pending`): the run stops here,
+    journaled, and the outermost run ends with stop reason ``"awaiting_approval"``.
+
+    A ``BaseException``, like a cancellation, so that a tool's ``except Exception``
+    cannot swallow it and turn a parked worker into a failed one; the agent and teams
+    layers pass it up (a delegation task is given back, not failed) and record no step
+    it crossed. Users meet it only when they run an agent nested by hand and catch
+    ``BaseException``.
+
+    Attributes:
+        pending: the calls waited on, in call order.
+    """
+
+    def __init__(self, pending: Sequence[PendingApproval]) -> None:
+        super().__init__(f"waiting for a decision on {len(pending)} tool call(s)")
+        self.pending = tuple(pending)
 
 
 @dataclass(frozen=True)
@@ -146,21 +176,36 @@ class ConversationDigest:
     length: int = 0
     last: Message | None = None
     digest: str = ""
+    latest: str = ""
     tools: tuple[ToolDefinition, ...] | None = None
     tools_digest: str = ""
+    system: Message | None = None
+    system_digest: str | None = None
 
     def of(self, messages: Sequence[Message]) -> str:
         """The digest of ``messages`` (the same for the same conversation, on every
-        replay)."""
+        replay); :attr:`latest` is then the digest of the messages added since the
+        previous call (all of them at the first)."""
         if self.length > len(messages) or (
             self.length and messages[self.length - 1] is not self.last
         ):
             self.length, self.last, self.digest = 0, None, ""
         if self.length < len(messages):
             new = MESSAGES_ADAPTER.dump_python(list(messages[self.length:]), mode="json")
-            self.digest = request_digest([self.digest, new])
+            self.latest = request_digest(new)
+            self.digest = request_digest([self.digest, self.latest])
             self.length, self.last = len(messages), messages[-1]
         return self.digest
+
+    def of_system(self, messages: Sequence[Message]) -> str | None:
+        """The digest of the conversation's system message (its instructions), or None
+        when it has none (kept while it is the same object)."""
+        first = messages[0] if messages else None
+        if not isinstance(first, SystemMessage):
+            return None
+        if first is not self.system:
+            self.system, self.system_digest = first, request_digest(first.content)
+        return self.system_digest
 
     def of_tools(self, tools: Sequence[ToolDefinition]) -> str:
         """The digest of the tool definitions offered (kept while they are the same
@@ -179,17 +224,31 @@ def _schema_digest(output_type: type[BaseModel] | None) -> str | None:
     return None if output_type is None else request_digest(output_type.model_json_schema())
 
 
+_SHORT = 24     # hex digits of the digests a model call's request summary keeps
+
+
 def _model_request(
     conversation: ConversationDigest, messages: Sequence[Message], params: ModelRequestParameters
 ) -> Any:
-    """What a model call asks, as JSON (digested by journaling runners): the
-    conversation (as its running digest), the tools and the output schema. Sampling
-    settings and the model's name are left out: changing them between a run and its
-    replay is not a divergence."""
+    """What a model call asks, as JSON (digested by journaling runners, and recorded as
+    the step's request summary): the conversation as its running digest, with the
+    digest of the system message and of the messages added since the previous call and
+    the number of messages (so a divergence can say which part changed), the tools
+    (names and a digest of their definitions) and the output schema. A few hundred
+    bytes whatever the length of the conversation. Sampling settings and the model's
+    name are left out: changing them between a run and its replay is not a
+    divergence."""
+    chain = conversation.of(messages)
+    system = conversation.of_system(messages)
+    schema = _schema_digest(params.output_type)
     return {
-        "conversation": conversation.of(messages),
-        "tools": conversation.of_tools(params.tools),
-        "output_schema": _schema_digest(params.output_type),
+        "conversation": chain[:_SHORT],
+        "messages": len(messages),
+        "latest": conversation.latest[:_SHORT],
+        "system": None if system is None else system[:_SHORT],
+        "tools": conversation.of_tools(params.tools)[:_SHORT],
+        "tool_names": [t.name for t in params.tools],
+        "output_schema": None if schema is None else schema[:_SHORT],
     }
 
 
@@ -313,6 +372,7 @@ async def call_model(
     if messages is None:
         ctx.messages.append(response)
     ctx.last_response = response
+    ctx.replayed = outcome.replayed
     ctx.spend(Usage(model_calls=1, input_tokens=response.usage.input_tokens,
                     output_tokens=response.usage.output_tokens))
     ctx.audit(
@@ -354,9 +414,13 @@ async def run_tool_calls(ctx: RunContext, calls: Sequence[ToolCall]) -> AsyncIte
     for call in calls:
         yield ToolCallEvent(ctx.run_id, ctx.agent_name, ctx.turn, call, **ctx.tags)
     done: list[_Done | None] = [None] * len(calls)
+    parked: list[tuple[int, RunParked]] = []
 
     async def run_one(index: int) -> None:
-        done[index] = await _execute(ctx, index, calls[index])
+        try:
+            done[index] = await _execute(ctx, index, calls[index])
+        except RunParked as waiting:    # the turn's other calls finish (and journal) first
+            parked.append((index, waiting))
 
     with ctx.deadline_scope() as scope:
         if allowed == 1:
@@ -368,6 +432,9 @@ async def run_tool_calls(ctx: RunContext, calls: Sequence[ToolCall]) -> AsyncIte
                         group.start_soon(run_one, index)
             except BaseExceptionGroup as errors:
                 raise first_error(errors) from None
+    if parked:
+        raise RunParked([p for _, waiting in sorted(parked, key=lambda x: x[0])
+                         for p in waiting.pending])
     for index, call in enumerate(calls):
         if done[index] is None:
             if index >= allowed:
@@ -509,12 +576,57 @@ def _validated(tool: Tool, call: ToolCall) -> dict[str, Any] | str:
         return f"invalid arguments for {call.name!r}: {exc}; send a JSON object"
 
 
+class _NoDecision(Exception):
+    """The approval handler returned :meth:`Approval.pending` (never journaled)."""
+
+
 async def _approval(ctx: RunContext, call: ToolCall, path: str) -> Approval:
-    """The approval step: the human's decision, journaled under ``<path>/approval``."""
-    spec = StepSpec(ctx.journal_run_id, f"{path}/approval", "approval",
-                    lambda: {"tool": call.name, "arguments": call.arguments_dict()},
+    """The approval step: the human's decision, journaled under ``<path>/approval``; a
+    pending one parks the run (:class:`RunParked`)."""
+    request = {"tool": call.name, "arguments": call.arguments_dict()}
+    spec = StepSpec(ctx.journal_run_id, f"{path}/approval", "approval", lambda: request,
                     APPROVAL_CODEC)
-    outcome = await ctx.steps.run(spec, lambda: _ask_approval(ctx, call))
+
+    async def ask() -> Approval:
+        decision = await _ask_approval(ctx, call)
+        if decision.decision == "pending":
+            raise _NoDecision
+        return decision
+
+    try:
+        outcome = await ctx.steps.run(spec, ask)
+    except _NoDecision:
+        raise RunParked([await _park(ctx, call, spec.key, request_digest(request))]) from None
+    return outcome.value
+
+
+_PENDING_ADAPTER: TypeAdapter[PendingApproval] = TypeAdapter(PendingApproval)
+PENDING_CODEC: StepCodec[PendingApproval] = StepCodec(
+    _dump(_PENDING_ADAPTER), _PENDING_ADAPTER.validate_python)
+
+
+async def _park(ctx: RunContext, call: ToolCall, key: str, digest: str) -> PendingApproval:
+    """Journal what a parked call waits on (``<key>/request``), so another process can
+    find it and record the decision under ``key`` with the digest a replay checks."""
+    if isinstance(ctx.steps, InlineSteps):
+        raise ConfigurationError(
+            f"agent {ctx.agent_name!r}: the approval handler said Approval.pending() for "
+            f"{call.name!r}, which parks the run until a decision is recorded; that needs "
+            "a journal: run it with runtime=SqliteRuntime(...) (or RunOptions(steps="
+            "JournaledSteps(store)))")
+    pending = PendingApproval(call.id, call.name, call.arguments_dict(), key, ctx.agent_name,
+                              ctx.run_id, digest)
+
+    async def record() -> PendingApproval:
+        return pending
+
+    spec = StepSpec(ctx.journal_run_id, f"{key}/request", "approval_request",
+                    lambda: {"tool": call.name, "arguments": call.arguments_dict()},
+                    PENDING_CODEC)
+    outcome = await ctx.steps.run(spec, record)
+    ctx.audit("tool_call", turn=ctx.turn, tool=call.name, call_id=call.id,
+              arguments=call.arguments, result=None, is_error=False, approval="pending",
+              duration_s=0.0)
     return outcome.value
 
 
@@ -550,7 +662,7 @@ async def _ask_approval(ctx: RunContext, call: ToolCall) -> Approval:
 
 async def spawn(
     ctx: RunContext, role: str, instructions: str, data: dict[str, Any] | None
-) -> SpawnRecord:
+) -> StepOutcome[SpawnRecord]:
     """See :meth:`RunContext.spawn`."""
     extra = dict(data or {})
 
@@ -563,7 +675,7 @@ async def spawn(
     record = outcome.value
     ctx.audit("spawn", role=record.role, worker_id=record.worker_id,
               **({"replayed": True} if outcome.replayed else {}))
-    return record
+    return outcome
 
 
 # --- guardrails and the final answer ----------------------------------------------------

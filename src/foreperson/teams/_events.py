@@ -45,6 +45,9 @@ class DelegationStartedEvent:
         attempt: 1, or more for a retry.
         parent_run_id, parent_path, level: where the team's run is nested (see
             :class:`~foreperson.agents.ModelCallEvent`).
+        replayed: True when the delegation's result came from the journal (a resumed
+            or re-run durable run): the worker does not run; a
+            :class:`DelegationFinishedEvent` marked replayed follows at once.
     """
 
     run_id: str
@@ -57,6 +60,7 @@ class DelegationStartedEvent:
     parent_run_id: str | None = None
     parent_path: str | None = None
     level: int = 0
+    replayed: bool = False
     kind: Literal["delegation_started"] = "delegation_started"
 
 
@@ -75,8 +79,9 @@ class DelegationFinishedEvent:
         stop_reason: its run's stop reason, or None when it raised or timed out.
         error: why it did not complete, or None.
         worker_run_id: the worker's run id, or None when it raised.
-        duration_s: seconds the delegation took.
+        duration_s: seconds the delegation took (as recorded, when replayed).
         parent_run_id, parent_path, level: where the team's run is nested.
+        replayed: True when it came from the journal instead of a worker run.
     """
 
     run_id: str
@@ -93,6 +98,7 @@ class DelegationFinishedEvent:
     parent_run_id: str | None = None
     parent_path: str | None = None
     level: int = 0
+    replayed: bool = False
     kind: Literal["delegation_finished"] = "delegation_finished"
 
 
@@ -105,6 +111,8 @@ class RouteDecisionEvent:
         agent: the team's name.
         record: the route log entry.
         parent_run_id, parent_path, level: where the team's run is nested.
+        replayed: True when the decision was read from a model reply that came from
+            the journal (a resumed durable run).
     """
 
     run_id: str
@@ -113,6 +121,7 @@ class RouteDecisionEvent:
     parent_run_id: str | None = None
     parent_path: str | None = None
     level: int = 0
+    replayed: bool = False
     kind: Literal["route_decision"] = "route_decision"
 
 
@@ -127,6 +136,8 @@ class WorkerSpawnedEvent:
         worker_id: its id.
         running: workers spawned in this run so far, this one included.
         parent_run_id, parent_path, level: where the team's run is nested.
+        replayed: True when the spawn came from the journal: the worker is rebuilt
+            under the same role and id.
     """
 
     run_id: str
@@ -137,6 +148,7 @@ class WorkerSpawnedEvent:
     parent_run_id: str | None = None
     parent_path: str | None = None
     level: int = 0
+    replayed: bool = False
     kind: Literal["supervisor.worker_spawned"] = "supervisor.worker_spawned"
 
 

@@ -9,43 +9,66 @@ usage flows up once, its events stream live) and a work-layer :class:`Task` reco
 failure): added and claimed RUNNING in one store transaction, heartbeated while the
 worker runs, then completed, or failed and retried or parked DEAD by the work layer's
 rules. A replayed delegation touches neither the worker nor the store.
+
+Durable runs (``foreperson.runtime``): the runtime hands the teams layer a
+:class:`DelegationHost` through ``RunOptions.runtime``: the store delegations are
+recorded in, the holder name of this run's incarnation, and which workers run in other
+processes. A journaled delegation's task id is derived from the run and the step key,
+so re-executing it after a crash finds the same task: a task an earlier incarnation of
+the run held is taken over (given back and claimed again, its attempt not counted), a
+DEAD one is revived, a COMPLETED one is left as it is while the worker replays its own
+journal, and one a worker process holds is awaited. A worker of ``runs_remotely`` is
+not run here at all: its delegation is a task for ``foreperson worker`` processes
+(claimed, leased, reclaimed and fenced like any task), awaited until it finishes.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import re
 import time
 import weakref
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import anyio
 import anyio.to_thread
 from pydantic import BaseModel
 
-from ..agents import Agent, RunContext, RunResult
-from ..errors import ConfigurationError, RecursionLimitExceeded
-from ..journal import JournalDivergence, UnknownStepVersion
+from ..agents import (
+    Agent,
+    InlineSteps,
+    PendingApproval,
+    RunContext,
+    RunParked,
+    RunResult,
+    load_run_result,
+)
+from ..errors import AccessDenied, ConfigurationError, RecursionLimitExceeded
+from ..journal import Journal, JournalDivergence, UnknownStepVersion
 from ..models import Message, ModelResponse, SystemMessage, Usage, UserMessage
 from ..retry import backoff_seconds, is_retryable, retry_after_seconds
 from ..testing import UnexpectedModelCall
 from ..work import MemoryStore, Status, Task, TaskStore
+from ..work.handles import Waiters
 from ._events import DelegationFinishedEvent, DelegationStartedEvent, RouteDecisionEvent
 from ._leases import LEASES
 from ._records import DELEGATION_CODEC, Delegation, RouteRecord, TeamResult
 
-__all__ = ["TeamArchitecture", "TeamRun", "io", "resolve_worker", "work_prompt"]
+__all__ = ["DelegationHost", "TeamArchitecture", "TeamRun", "io", "resolve_worker",
+           "work_prompt"]
 
 T = TypeVar("T")
 
 # Errors a worker run raises that are the program's, not the worker's: they end the
 # team's run too instead of reaching the supervisor's model as a failed delegation.
 _PROPAGATE = (JournalDivergence, UnknownStepVersion, ConfigurationError,
-              RecursionLimitExceeded, UnexpectedModelCall)
+              RecursionLimitExceeded, UnexpectedModelCall, AccessDenied)
 
 _RUNS: weakref.WeakKeyDictionary[RunContext, TeamRun] = weakref.WeakKeyDictionary()
 _RETRY_SUFFIX = re.compile(r"/run:\d+$")
@@ -64,6 +87,39 @@ class TeamArchitecture(Protocol):
     def store_for(self, ctx: RunContext) -> TaskStore:
         """The store a run of this team records its delegations in."""
         ...
+
+
+@runtime_checkable
+class DelegationHost(Protocol):
+    """What a durable runtime offers the teams layer, as ``RunOptions.runtime`` (see
+    the module docstring); ``foreperson.runtime`` implements it."""
+
+    @property
+    def store(self) -> TaskStore:
+        """The store delegations are recorded in (it is the run's journal too)."""
+        ...
+
+    @property
+    def holder(self) -> str:
+        """The holder name of this run's in-process delegation tasks:
+        ``run:<run id>@<owner>``, unique to this incarnation of the run."""
+        ...
+
+    @property
+    def fresh(self) -> bool:
+        """True when the run never ran before this incarnation (so no delegation task
+        of it can exist yet)."""
+        ...
+
+    def runs_remotely(self, worker: str) -> bool:
+        """Whether ``worker``'s delegations are left to worker processes."""
+        ...
+
+
+def host_of(ctx: RunContext) -> DelegationHost | None:
+    """The durable runtime's services for ``ctx``'s run, or None."""
+    host = ctx.options.runtime
+    return host if isinstance(host, DelegationHost) else None
 
 
 class DelegationSettings(Protocol):
@@ -201,6 +257,49 @@ def _add_and_start(store: TaskStore, task: Task, holder: str, lease_s: float) ->
     return claimed[0] if claimed else None
 
 
+def _start_delegation(store: TaskStore, task: Task, holder: str, lease_s: float,
+                      takes_over: Callable[[str | None], bool]) -> tuple[str, Task]:
+    """Claim a delegation's task, which an earlier incarnation of the run may have left:
+    ``("claimed", task)`` (new, pending, taken over from a dead incarnation, or revived
+    from DEAD), ``("completed", task)`` (it finished: its worker replays its journal),
+    ``("later", task)`` (FAILED, backing off until ``not_before``) or
+    ``("elsewhere", task)`` (a worker process holds it, or it cannot be claimed now).
+    One transaction."""
+    with store.batch():
+        store.add([task])       # skipped when stored with the same work
+        claimed = store.assign([(task.id, holder)], start=True, lease_s=lease_s)
+        if claimed:
+            return "claimed", claimed[0]
+        stored = store.get(task.id)
+        assert stored is not None
+        if stored.status is Status.COMPLETED:
+            return "completed", stored
+        if stored.status.active:
+            if not takes_over(stored.assigned_to):
+                return "elsewhere", stored
+            store.release(stored.id, stored.lease_token or "")
+        elif stored.status is Status.DEAD:
+            store.retry_dead([stored.id])
+        elif stored.status is Status.FAILED:
+            return "later", stored      # an earlier incarnation's retry, backing off
+        claimed = store.assign([(task.id, holder)], start=True, lease_s=lease_s)
+        if claimed:
+            return "claimed", claimed[0]
+        again = store.get(task.id)
+        assert again is not None
+        return "elsewhere", again
+
+
+def _submit(store: TaskStore, task: Task) -> None:
+    """Submit a delegation for worker processes; on a re-execution the task is there
+    already (kept), or DEAD (revived: the step is running again)."""
+    with store.batch():
+        if not store.add([task]):
+            stored = store.get(task.id)
+            if stored is not None and stored.status is Status.DEAD:
+                store.retry_dead([task.id])
+
+
 class _Lease:
     """The current lease token of a delegation's task (None until it is claimed)."""
 
@@ -238,6 +337,8 @@ class TeamRun:
         self.steps = 0
         self.task_by_path: dict[str, str] = {}
         self.parent_task_id = self._parent_task()
+        self.host = host_of(ctx)
+        self.holder = self.host.holder if self.host is not None else f"team:{self.team}"
         _RUNS[ctx] = self
         ctx.result_hook = self.shape_result
 
@@ -289,7 +390,8 @@ class TeamRun:
                   specialist_calls=record.specialist_calls, routed_to=record.routed_to,
                   overridden_by=record.overridden_by)
         if ctx.events is not None:
-            await ctx.publish(RouteDecisionEvent(ctx.run_id, self.team, record, **ctx.tags))
+            await ctx.publish(RouteDecisionEvent(ctx.run_id, self.team, record, **ctx.tags,
+                                                 replayed=ctx.replayed))
 
     async def publish(self, make: Callable[..., Any], **fields: Any) -> None:
         """Publish a team event built with the run's id, the team's name and tags."""
@@ -338,8 +440,54 @@ class TeamRun:
         delegation = outcome.value
         if outcome.replayed:
             ctx.add_usage(delegation.usage)
+            await self._replayed(delegation)
         self.delegations.append(delegation)
         return delegation
+
+    async def _replayed(self, delegation: Delegation) -> None:
+        """A delegation that came from the journal: in the events and the audit log,
+        marked replayed (not dropped, not reported as new work)."""
+        self.ctx.audit("delegation", worker=delegation.worker, task_id=delegation.task_id,
+                       completed=delegation.completed, stop_reason=delegation.stop_reason,
+                       error=delegation.error, duration_s=delegation.duration_s,
+                       replayed=True)
+        await self.publish(DelegationStartedEvent, worker=delegation.worker,
+                           delegation_id=delegation.delegation_id, task_id=delegation.task_id,
+                           instructions=delegation.instructions, attempt=delegation.attempts,
+                           replayed=True)
+        await self.publish(
+            DelegationFinishedEvent, worker=delegation.worker,
+            delegation_id=delegation.delegation_id, task_id=delegation.task_id,
+            completed=delegation.completed, text=delegation.text,
+            stop_reason=delegation.stop_reason, error=delegation.error,
+            worker_run_id=delegation.worker_run_id, duration_s=delegation.duration_s,
+            replayed=True)
+
+    def _task_id(self, key: str) -> str:
+        """A journaled delegation's task id follows from the run and the step key, so a
+        re-execution after a crash finds its task; an unjournaled one draws a new id."""
+        ctx = self.ctx
+        if self.host is None and isinstance(ctx.steps, InlineSteps):
+            return ctx.ids()
+        return hashlib.sha256(f"{ctx.journal_run_id}/{key}".encode()).hexdigest()[:32]
+
+    def _overlaps_claim(self) -> bool:
+        """Whether the first claim may run beside the worker's start: only where the
+        task cannot exist yet (a fresh durable run, or an unjournaled run), and the
+        store is behind a thread hop."""
+        if isinstance(self.store, MemoryStore):
+            return False
+        if self.host is not None:
+            return self.host.fresh
+        return isinstance(self.ctx.steps, InlineSteps)
+
+    def _takes_over(self, holder: str | None) -> bool:
+        """Whether a task held by ``holder`` was held by an earlier incarnation of this
+        run (in process, now dead: the runtime gave this one the run), not by a worker
+        process."""
+        if holder is None:
+            return True
+        return holder.startswith((f"run:{self.ctx.journal_run_id}@", "team:"))
 
     async def _execute(
         self, worker: str, agent: Agent[Any], prompt: str, *, turn: int, index: int
@@ -348,12 +496,29 @@ class TeamRun:
         settings = self.settings
         store = self.store
         key = ctx.position()
-        holder = f"team:{self.team}"
-        task = Task(worker, {"instructions": prompt, "team": self.team, "delegation": key},
-                    id=ctx.ids(), run_id=ctx.journal_run_id, parent_id=self.parent_task_id,
-                    max_attempts=settings.max_attempts)
+        holder = self.holder
+        # the payload says all a worker process needs to run the worker (the same whether
+        # it runs here or there, so the task may be claimed by either after a crash)
+        task = Task(worker, {"instructions": prompt, "team": self.team, "delegation": key,
+                             "agent": worker, "run_id": ctx.journal_run_id,
+                             "parent_run_id": ctx.run_id, "level": ctx.level + 1,
+                             "user_id": ctx.user_id},
+                    id=self._task_id(key), run_id=ctx.journal_run_id,
+                    parent_id=self.parent_task_id, max_attempts=settings.max_attempts,
+                    stale_after=settings.lease_s)
         self.task_by_path[key] = task.id
+        if self.host is not None and self.host.runs_remotely(worker):
+            return await self._elsewhere(worker, agent, prompt, task, turn=turn, index=index)
         lease = _Lease()
+        overlap = self._overlaps_claim()
+        if not overlap:         # the task may exist: an earlier incarnation's, take it over
+            start = await self._start(task)
+            if start is None:
+                return await self._elsewhere(worker, agent, prompt, task, turn=turn,
+                                             index=index)
+            if start.lease_token is not None:
+                lease.token = start.lease_token
+                LEASES.hold(store, task.id, lease.token, settings.lease_s)
 
         async def claim() -> None:
             claimed = await io(store, partial(_add_and_start, store, task, holder,
@@ -376,9 +541,7 @@ class TeamRun:
             failure: BaseException | None = None
             try:
                 beside: Callable[[], Coroutine[Any, Any, None]] | None = None
-                if attempt == 1 and isinstance(store, MemoryStore):
-                    await claim()       # a dict write: cheaper than a task beside the worker
-                elif attempt == 1:
+                if attempt == 1 and overlap:
                     beside = claim      # a thread hop and a commit: overlap the worker's start
                 result = await self._run_worker(agent, prompt, beside)
             except _PROPAGATE as exc:
@@ -387,22 +550,24 @@ class TeamRun:
                     await io(store, partial(store.fail, task.id, lease.token, why,
                                             retry_at=None))
                 raise
-            except anyio.get_cancelled_exc_class():
+            except (RunParked, anyio.get_cancelled_exc_class()):
+                # the run waits for a human, or is being cancelled: give the task back (its
+                # attempt not counted); the resumed run claims it again
                 if lease.token is not None:
-                    await io(store, partial(
-                        store.fail, task.id, lease.token,
-                        "cancelled: the team's run was cancelled mid-delegation", retry_at=None))
+                    await io(store, partial(store.release, task.id, lease.token))
                 raise
             except Exception as exc:  # noqa: BLE001 - the supervisor reads it as a failure
                 failure = exc
             finally:
                 LEASES.release(store, task.id)      # a lost lease shows when it settles
             token = lease.token
-            assert token is not None
             if result is not None:
                 delegation = await self._settle(worker, prompt, key, task.id, token, result,
                                                 attempt, began, turn, index)
                 break
+            if token is None:       # the task was COMPLETED before: its worker's replay failed
+                assert failure is not None
+                raise failure
             assert failure is not None
             text = f"{type(failure).__name__}: {failure}"
             if is_retryable(failure) and attempt < settings.max_attempts:
@@ -474,12 +639,23 @@ class TeamRun:
         return result
 
     async def _settle(
-        self, worker: str, prompt: str, key: str, task_id: str, token: str,
+        self, worker: str, prompt: str, key: str, task_id: str, token: str | None,
         result: RunResult[Any], attempt: int, began: float, turn: int, index: int,
     ) -> Delegation:
         store = self.store
         completed = result.completed
         error: str | None = None
+        if token is None:       # its task was COMPLETED before a crash: leave it as it is
+            output = _as_json(result.output) if completed else None
+            if not completed:
+                error = f"stopped: {result.stop_reason}" + (
+                    f" ({result.detail})" if result.detail else "")
+            return Delegation(
+                worker, prompt, key, task_id, completed=completed, output=output,
+                text=result.text, stop_reason=result.stop_reason, error=error,
+                worker_run_id=result.run_id, attempts=attempt, usage=result.usage,
+                duration_s=round(time.perf_counter() - began, 6),
+                messages=appended_messages(result, prompt), turn=turn, index=index)
         if completed:
             output = _as_json(result.output)
             stored = await io(store, lambda: store.complete(task_id, token, output))
@@ -500,6 +676,96 @@ class TeamRun:
             worker_run_id=result.run_id, attempts=attempt, usage=result.usage,
             duration_s=round(time.perf_counter() - began, 6),
             messages=appended_messages(result, prompt), turn=turn, index=index)
+
+    async def _start(self, task: Task) -> Task | None:
+        """The delegation's task claimed here (its lease token set), or COMPLETED before
+        a crash (no token: the worker replays its journal and the task is left as it
+        is), or None when a worker process holds it. A retry's backoff an earlier
+        incarnation left is waited out."""
+        store = self.store
+        while True:
+            start, stored = await io(store, partial(
+                _start_delegation, store, task, self.holder, self.settings.lease_s,
+                self._takes_over))
+            if start == "claimed":
+                return stored
+            if start == "completed":
+                return replace(stored, lease_token=None)
+            if start == "later" and stored.not_before is not None:
+                await anyio.sleep(max(0.0, stored.not_before.timestamp() - _store_now(store)))
+                continue
+            return None
+
+    async def _elsewhere(self, worker: str, agent: Agent[Any], prompt: str, task: Task, *,
+                         turn: int, index: int) -> Delegation:
+        """A delegation that a worker process runs (``runs_remotely``, or a worker
+        process claimed the task after this run's earlier incarnation died): the task is
+        submitted (a DEAD one revived), awaited, and read back. Its usage is counted here
+        (it did not flow up); its worker's events stay in its process."""
+        ctx = self.ctx
+        store = self.store
+        settings = self.settings
+        key = task.payload["delegation"]
+        task.awaited = True
+        began = time.perf_counter()
+        await self.publish(DelegationStartedEvent, worker=worker, delegation_id=key,
+                           task_id=task.id, instructions=prompt, attempt=1)
+        await io(store, partial(_submit, store, task))
+        waiters = Waiters(store)
+        timeout = settings.worker_timeout_s
+        try:
+            done = await waiters.wait(waiters.watch(task.id), timeout)
+        except TimeoutError:
+            delegation = Delegation(
+                worker, prompt, key, task.id, completed=False,
+                error=f"TimeoutError: the worker process did not finish within "
+                      f"worker_timeout_s={timeout} s", duration_s=round(
+                          time.perf_counter() - began, 6), turn=turn, index=index)
+        else:
+            delegation = await self._read_back(worker, agent, prompt, done, began, turn, index)
+        ctx.add_usage(delegation.usage)
+        ctx.audit("delegation", worker=worker, task_id=task.id, completed=delegation.completed,
+                  stop_reason=delegation.stop_reason, error=delegation.error,
+                  duration_s=delegation.duration_s, remote=True)
+        await self.publish(
+            DelegationFinishedEvent, worker=worker, delegation_id=key, task_id=task.id,
+            completed=delegation.completed, text=delegation.text,
+            stop_reason=delegation.stop_reason, error=delegation.error,
+            worker_run_id=delegation.worker_run_id, duration_s=delegation.duration_s)
+        return delegation
+
+    async def _read_back(self, worker: str, agent: Agent[Any], prompt: str, done: Task,
+                         began: float, turn: int, index: int) -> Delegation:
+        key = done.payload.get("delegation", "") if isinstance(done.payload, dict) else ""
+        duration = round(time.perf_counter() - began, 6)
+        if done.status is Status.DEAD:
+            parked = await self._parked_below(key)
+            if parked:
+                raise RunParked(parked)
+            return Delegation(worker, prompt, key, done.id, completed=False, error=done.error,
+                              attempts=done.attempts, duration_s=duration, turn=turn,
+                              index=index)
+        result = load_run_result(done.result, agent.output_type)
+        error = None if result.completed else f"stopped: {result.stop_reason}" + (
+            f" ({result.detail})" if result.detail else "")
+        return Delegation(
+            worker, prompt, key, done.id, completed=result.completed,
+            output=_as_json(result.output) if result.completed else None, text=result.text,
+            stop_reason=result.stop_reason, error=error, worker_run_id=result.run_id,
+            attempts=done.attempts, usage=result.usage, duration_s=duration,
+            messages=appended_messages(result, prompt), turn=turn, index=index)
+
+    async def _parked_below(self, key: str) -> list[PendingApproval]:
+        """The approvals a worker process's run under ``key`` parked on (journaled by
+        it in this run's journal), still undecided."""
+        store = self.store
+        if not isinstance(store, Journal):
+            return []
+        steps = await io(store, partial(store.list_steps, self.ctx.journal_run_id))
+        decided = {s.key for s in steps if s.kind == "approval"}
+        return [PendingApproval(**s.result) for s in steps
+                if s.kind == "approval_request" and s.key.startswith(key + "/")
+                and s.key.removesuffix("/request") not in decided]
 
     # --- the result ----------------------------------------------------------------------
 
@@ -554,13 +820,17 @@ class TeamRun:
 def find_store(ctx: RunContext, own: TaskStore | None, default: Callable[[], TaskStore]
                ) -> TaskStore:
     """The store of a team run: its own, else the nearest enclosing team run's (so a
-    hierarchy records every level in one store), else the team's default."""
+    hierarchy records every level in one store), else the durable runtime's (the run's
+    journal), else the team's default."""
     if own is not None:
         return own
     for run, _ in enclosing_runs(ctx):
         team = _RUNS.get(run)
         if team is not None:
             return team.store
+    host = host_of(ctx)
+    if host is not None:
+        return host.store
     return default()
 
 

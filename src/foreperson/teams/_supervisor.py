@@ -681,18 +681,24 @@ class Supervisor:
         if isinstance(planned, ToolReturn):
             return planned
         assert isinstance(planned, _Spawn)
-        record = await ctx.spawn(planned.role, planned.instructions,
-                                 data={"user_id": ctx.user_id})
+        outcome = await ctx.spawn_step(planned.role, planned.instructions,
+                                       data={"user_id": ctx.user_id})
+        record = outcome.value
+        # seed 001: pinned to the spawning run's user from birth (as recorded: a resumed
+        # run rebuilds it pinned to the same user)
+        pinned = record.data.get("user_id")
         template = self.spawn_template
         if template is not None:
-            agent = template.clone(instructions=record.instructions, name=record.role)
+            agent = template.clone(instructions=record.instructions, name=record.role,
+                                   pinned_user=pinned)
         else:
-            agent = Agent(record.instructions, model=ctx.agent.model, name=record.role)
+            agent = Agent(record.instructions, model=ctx.agent.model, name=record.role,
+                          pinned_user=pinned)
         run.spawned[record.role] = agent
         run.spawn_ids[record.role] = record.worker_id
         ctx.tools.update(self._tools(run))
         await run.publish(WorkerSpawnedEvent, role=record.role, worker_id=record.worker_id,
-                          running=len(run.spawned))
+                          running=len(run.spawned), replayed=outcome.replayed)
         return (f"spawned worker {record.role!r} (id {record.worker_id}); delegate to it from "
                 "your next turn")
 

@@ -7,7 +7,16 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ..agents import Agent, AgentEvent, FinalEvent, Guards, RunOptions, RunResult, Tool
+from ..agents import (
+    Agent,
+    AgentEvent,
+    DurableRuntime,
+    FinalEvent,
+    Guards,
+    RunOptions,
+    RunResult,
+    Tool,
+)
 from ..errors import ConfigurationError
 from ..models import (
     Message,
@@ -252,6 +261,7 @@ class Team(Agent[OutputT]):
         run_id: str | None = None,
         message_history: Sequence[Message] | None = None,
         options: RunOptions | None = None,
+        runtime: DurableRuntime | None = None,
     ) -> TeamResult[OutputT]:
         """Run the team on one request (see :meth:`Agent.run`).
 
@@ -259,8 +269,10 @@ class Team(Agent[OutputT]):
             prompt: the request.
             thread: a conversation to continue; the run's messages are left in it. Every
                 follow-up starts at the supervisor again.
-            user_id, run_id, message_history, options: as :meth:`Agent.run`
-                (``message_history`` or ``thread``, not both).
+            user_id, run_id, message_history, options, runtime: as :meth:`Agent.run`
+                (``message_history`` or ``thread``, not both). With a runtime, every
+                delegation is journaled and recorded as a task in the runtime's store,
+                and the workers (nested teams and spawned workers too) run under it.
 
         Returns:
             The :class:`~foreperson.teams.TeamResult`.
@@ -272,10 +284,51 @@ class Team(Agent[OutputT]):
         """
         result = await super().run(prompt, user_id=user_id, run_id=run_id,
                                    message_history=self._history(thread, message_history),
-                                   options=options)
+                                   options=options, runtime=runtime)
         if thread is not None:
             thread.record(result)
         return _team_result(result)
+
+    async def resume(
+        self,
+        run_id: str,
+        *,
+        runtime: DurableRuntime,
+        user_id: str | None = None,
+        options: RunOptions | None = None,
+    ) -> TeamResult[OutputT]:
+        """Continue a durable team run from its journal (see :meth:`Agent.resume`):
+        finished delegations return their recorded results without running their worker
+        again, an unfinished one runs again and replays its own finished steps, and
+        spawned workers are rebuilt under the same role and id.
+
+        Args:
+            run_id, runtime, user_id, options: as :meth:`Agent.resume`.
+
+        Returns:
+            The :class:`~foreperson.teams.TeamResult`.
+
+        Raises:
+            As :meth:`Agent.resume`.
+        """
+        return _team_result(await super().resume(run_id, runtime=runtime, user_id=user_id,
+                                                 options=options))
+
+    def resume_sync(
+        self,
+        run_id: str,
+        *,
+        runtime: DurableRuntime,
+        user_id: str | None = None,
+        options: RunOptions | None = None,
+    ) -> TeamResult[OutputT]:
+        """:meth:`resume` for code without an event loop.
+
+        Raises:
+            RuntimeError: called inside a running event loop.
+        """
+        return _team_result(super().resume_sync(run_id, runtime=runtime, user_id=user_id,
+                                                options=options))
 
     def run_sync(
         self,
@@ -286,11 +339,13 @@ class Team(Agent[OutputT]):
         run_id: str | None = None,
         message_history: Sequence[Message] | None = None,
         options: RunOptions | None = None,
+        runtime: DurableRuntime | None = None,
     ) -> TeamResult[OutputT]:
         """:meth:`run` for code without an event loop.
 
         Args:
-            prompt, thread, user_id, run_id, message_history, options: as :meth:`run`.
+            prompt, thread, user_id, run_id, message_history, options, runtime: as
+                :meth:`run`.
 
         Returns:
             As :meth:`run`.
@@ -300,7 +355,7 @@ class Team(Agent[OutputT]):
         """
         result = super().run_sync(prompt, user_id=user_id, run_id=run_id,
                                   message_history=self._history(thread, message_history),
-                                  options=options)
+                                  options=options, runtime=runtime)
         if thread is not None:
             thread.record(result)
         return _team_result(result)
@@ -314,13 +369,15 @@ class Team(Agent[OutputT]):
         run_id: str | None = None,
         message_history: Sequence[Message] | None = None,
         options: RunOptions | None = None,
+        runtime: DurableRuntime | None = None,
     ) -> AsyncGenerator[AgentEvent | Any, None]:
         """Run the team and yield its events live (see :meth:`Agent.stream`): the team
         events (:data:`~foreperson.teams.TeamEvent`) and every worker's own, while they
         run; the team's :class:`~foreperson.agents.FinalEvent` comes last.
 
         Args:
-            prompt, thread, user_id, run_id, message_history, options: as :meth:`run`.
+            prompt, thread, user_id, run_id, message_history, options, runtime: as
+                :meth:`run`.
 
         Yields:
             Events; see :data:`~foreperson.teams.TEAM_EVENTS_ADAPTER` to serialise them.
@@ -328,7 +385,8 @@ class Team(Agent[OutputT]):
         last: Any = None
         async for event in super().stream(
                 prompt, user_id=user_id, run_id=run_id,
-                message_history=self._history(thread, message_history), options=options):
+                message_history=self._history(thread, message_history), options=options,
+                runtime=runtime):
             last = event
             yield event
         if thread is not None and isinstance(last, FinalEvent):
