@@ -8,12 +8,18 @@ scenario instead parks on its approval, prints ``parked CALL_ID`` and exits):
 
 * ``parallel``: ``slow``'s last model call waits until ``fast``'s delegation is recorded,
   then prints ``ready``;
-* ``spawn``: the lead's model call after ``spawn_worker`` prints ``spawned``;
-* ``nested``: the desk team's model call after its analyst finished prints ``inner-done``.
+* ``spawn``: the lead's model call after ``spawn_worker`` waits until the spawn is
+  recorded, then prints ``spawned``;
+* ``nested``: the desk team's model call after its analyst finished waits until that
+  delegation is recorded, then prints ``inner-done``.
+
+(Steps are written behind the run, in order, so "recorded" is the journal's word, not
+the moment the step returned.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from pathlib import Path
@@ -30,38 +36,62 @@ def main() -> None:
     user = sys.argv[5] if len(sys.argv) > 5 else None
     runtime = built.open_runtime(spec)
     work = Path(workdir)
-    fast_recorded = threading.Event()
+    # steps are written behind the run: announce a point once the step the test kills
+    # after is in the journal
+    recorded = {"delegation:fast": threading.Event(), "spawn:poet": threading.Event(),
+                "delegation:analyst": threading.Event()}
     store = runtime.store
     put = store.put_step                    # type: ignore[attr-defined]
+    batch = store.batch
+    uncommitted: list[str] = []
+    depth = [0]
+
+    def committed(keys: list[str]) -> None:
+        for key in keys:
+            for suffix, event in recorded.items():
+                if key.endswith(suffix):
+                    event.set()
 
     def watched(step: Step) -> Step:
         stored = put(step)
-        if step.kind == "delegation" and step.key.endswith("delegation:fast"):
-            fast_recorded.set()
+        if depth[0]:
+            uncommitted.append(step.key)    # written when the batch commits
+        else:
+            committed([step.key])
         return stored
 
-    store.put_step = watched                # type: ignore[attr-defined]
+    @contextlib.contextmanager
+    def watched_batch():
+        depth[0] += 1
+        try:
+            with batch():
+                yield
+        finally:
+            depth[0] -= 1
+        if not depth[0]:
+            keys, uncommitted[:] = list(uncommitted), []
+            committed(keys)
 
-    def announce(line: str):
+    store.put_step = watched                # type: ignore[attr-defined]
+    store.batch = watched_batch             # type: ignore[method-assign]
+
+    def announce(line: str, after: str):
         async def block() -> None:
+            if not await anyio.to_thread.run_sync(recorded[after].wait, 60):
+                print(f"{after} was never recorded", flush=True)
+                return
             print(line, flush=True)
             await anyio.sleep_forever()
         return block
 
-    async def slow_waits() -> None:
-        if not await anyio.to_thread.run_sync(fast_recorded.wait, 60):
-            print("fast was never recorded", flush=True)
-            return
-        await announce("ready")()
-
     if scenario == "parallel":
-        team = built.parallel_team(work, block_slow=slow_waits)
+        team = built.parallel_team(work, block_slow=announce("ready", "delegation:fast"))
         team.run_sync("do both parts", runtime=runtime, run_id=run_id, user_id=user)
     elif scenario == "spawn":
-        built.spawn_team(block=announce("spawned")).run_sync(
+        built.spawn_team(block=announce("spawned", "spawn:poet")).run_sync(
             "write a poem", runtime=runtime, run_id=run_id, user_id=user)
     elif scenario == "nested":
-        built.nested_teams(work, block_inner=announce("inner-done")).run_sync(
+        built.nested_teams(work, block_inner=announce("inner-done", "delegation:analyst")).run_sync(
             "close the books", runtime=runtime, run_id=run_id, user_id=user)
     elif scenario == "approval":
         result = built.clerk(work).run_sync("refund A-7", runtime=runtime, run_id=run_id,

@@ -11,8 +11,9 @@ imports the work layer: :class:`JournaledSteps` is built on the
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -151,6 +152,18 @@ class JournaledSteps:
     kept for the runs this runner served last (``cached_runs``); a step another process
     records meanwhile is caught by the first-write-wins rule of the write.
 
+    With ``write_behind`` (what the durable runtimes use), a step's record is handed to
+    a writer thread that records the queued steps in order, several in one transaction,
+    while the run goes on, so a model call's record is written while the next model call
+    runs instead of before it starts. The rule that keeps this safe is the database's
+    output commit: before any step that acts on the world (a tool call, an approval,
+    anything but a model call, a delegation or a spawn) executes, every record queued
+    before it is on disk (:meth:`flush`), so no effect ever happens for a decision a
+    crash could still forget, and its own record is on disk before the run goes on; a
+    crash loses at most a suffix of model calls, delegations and spawns, which run
+    again. A step another process recorded first (two processes running one run at
+    once, which a runtime's ownership prevents) raises at the next flush.
+
     A step that raised is not recorded: it runs again on replay.
 
     Each record keeps the step's result and a compact summary of its request
@@ -172,13 +185,62 @@ class JournaledSteps:
         journal: where steps are recorded (``MemoryStore``, ``SqliteStore``,
             ``PostgresStore`` implement it).
         cached_runs: how many runs' recorded steps to keep in memory (default 64).
+        write_behind: record steps on a writer thread, in order, with the output-commit
+            rule above (default False: each record is written before the run goes on).
     """
 
-    def __init__(self, journal: Journal, *, cached_runs: int = 64) -> None:
+    def __init__(self, journal: Journal, *, cached_runs: int = 64,
+                 write_behind: bool = False) -> None:
         self.journal = journal
         self.cached_runs = max(1, cached_runs)
         self._runs: OrderedDict[str, dict[str, Step]] = OrderedDict()
         self._lock = threading.Lock()
+        self._writer = _Writer(journal) if write_behind else None
+
+    async def flush(self) -> None:
+        """Wait until every step recorded so far is in the journal (with
+        ``write_behind``; at once otherwise). Not cancellable once started.
+
+        Raises:
+            JournalDivergence: another process recorded one of them first.
+            StoreError: the journal failed to record one of them.
+        """
+        writer = self._writer
+        if writer is None:
+            return
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(writer.wait, writer.submitted)
+        writer.raise_conflict()
+
+    def defer(self, call: Callable[[], Any]) -> bool:
+        """With ``write_behind``: run the blocking ``call`` (a store write of the layers
+        above, such as a delegation task's completion) on the writer thread, in order
+        with the step records (in the same transaction as those queued with it), so a
+        crash loses a suffix of both, never one without the other.
+
+        Args:
+            call: the write; an exception it raises is raised by the next :meth:`flush`.
+
+        Returns:
+            False (and nothing is done) without ``write_behind``: the caller writes
+            itself.
+        """
+        if self._writer is None:
+            return False
+        self._writer.submit(call)
+        return True
+
+    def prime(self, run_id: str) -> None:
+        """Say that ``run_id`` has no recorded step yet (a run just created), so its
+        first step does not read the journal.
+
+        Args:
+            run_id: the run.
+        """
+        with self._lock:
+            self._runs[run_id] = {}
+            while len(self._runs) > self.cached_runs:
+                self._runs.popitem(last=False)
 
     async def _recorded(self, run_id: str, key: str) -> Step | None:
         with self._lock:
@@ -218,10 +280,19 @@ class JournaledSteps:
             if recorded.digest != digest:
                 raise _diverged(step, recorded, digest, request)
             return StepOutcome(step.codec.decode(recorded.result), replayed=True)
+        writer = self._writer
+        if writer is not None and step.kind not in PURE_KINDS:
+            await self.flush()      # output commit: what led to this effect is on disk first
         value = await execute()
         encoded = step.codec.encode(value)
         new = Step(step.run_id, step.key, step.kind, digest, encoded,
                    request=compact_request(request))
+        if writer is not None:
+            self._remember(new)
+            writer.submit(new)
+            if step.kind not in PURE_KINDS:
+                await self.flush()  # an effect's record is written before the run goes on
+            return StepOutcome(value)
         with anyio.CancelScope(shield=True):
             stored = await anyio.to_thread.run_sync(self.journal.put_step, new)
         self._remember(stored)
@@ -233,6 +304,85 @@ class JournaledSteps:
 
     def __repr__(self) -> str:
         return f"JournaledSteps({self.journal!r})"
+
+
+PURE_KINDS = frozenset({"model_call", "delegation", "spawn"})
+"""Step kinds that act on nothing outside the run (a model's reply, a worker run whose
+own effects are steps of their own, a new worker's id): with ``write_behind`` they run
+without waiting for earlier records to be written."""
+
+
+class _Writer:
+    """Records queued steps in order on one thread, all that queued meanwhile in one
+    transaction (``journal.batch()``); exits when idle."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self.submitted = 0
+        self.written = 0
+        self._queue: deque[Step | Callable[[], Any]] = deque()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._conflict: JournalDivergence | None = None
+
+    def submit(self, step: Step | Callable[[], Any]) -> None:
+        with self._cond:
+            self._queue.append(step)
+            self.submitted += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="foreperson-journal")
+                self._thread.start()
+            else:
+                self._cond.notify_all()
+
+    def wait(self, upto: int) -> None:
+        with self._cond:
+            while self.written < upto and self._error is None:
+                self._cond.wait()
+            if self._error is not None:
+                raise self._error
+
+    def raise_conflict(self) -> None:
+        if self._conflict is not None:
+            raise self._conflict
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._queue:
+                    self._cond.wait(timeout=5.0)
+                    if not self._queue:
+                        self._thread = None
+                        return
+                batch = list(self._queue)
+                self._queue.clear()
+            stored: list[tuple[Step, Step]] = []
+            try:
+                group = getattr(self.journal, "batch", None)
+                with group() if callable(group) else contextlib.nullcontext():
+                    for item in batch:
+                        if isinstance(item, Step):
+                            stored.append((item, self.journal.put_step(item)))
+                        else:
+                            item()
+            except BaseException as exc:  # noqa: BLE001 - raised to every waiter
+                with self._cond:
+                    self._error = exc
+                    self._thread = None
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                for ours, theirs in stored:
+                    if (theirs.digest != ours.digest or theirs.result != ours.result) and (
+                            self._conflict is None):
+                        self._conflict = JournalDivergence(
+                            ours.run_id, ours.key, theirs.digest, ours.digest,
+                            "another process recorded this step first (two processes ran "
+                            "the run at once)")
+                self.written += len(batch)
+                self._cond.notify_all()
 
 
 def _diverged(step: StepSpec[Any], recorded: Step, digest: str, request: Any

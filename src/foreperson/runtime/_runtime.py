@@ -13,11 +13,13 @@ unfinished ones.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -221,19 +223,27 @@ class Runtime:
         session = RunSession(
             prompt=prompt, run_id=run_id, user_id=record.user_id,
             message_history=list(history) if history else None,
-            options=RunOptions(steps=JournaledSteps(self._store), clock=caller.clock,
+            options=RunOptions(steps=JournaledSteps(self._store, write_behind=True),
+                               clock=caller.clock,
                                ids=caller.ids, events=caller.events,
                                runtime=_Host(self, run_id, owner, fresh)))
+        steps = session.options.steps
+        assert isinstance(steps, JournaledSteps)
+        if fresh:
+            steps.prime(run_id)         # nothing is recorded: no need to read the journal
         RUN_LEASES.hold(self._ledger, run_id, owner, self.lease_s)
         try:
             yield session
         except BaseException as exc:
             interrupted = isinstance(exc, (anyio.get_cancelled_exc_class(), KeyboardInterrupt,
                                            GeneratorExit))
+            with contextlib.suppress(Exception):
+                await steps.flush()         # what it did is recorded, as far as it can be
             await self._end(run_id, owner, "interrupted" if interrupted else "failed",
                             error=_describe(exc))
             raise
         else:
+            await steps.flush()             # the record says how it ended: every step is in
             result = session.result
             if result is None:
                 await self._end(run_id, owner, "interrupted",
@@ -264,17 +274,24 @@ class Runtime:
                owner: str) -> tuple[RunRecord, bool]:
         """Find or record the run, check it, and take it: (the record, whether it is new)."""
         ledger = self._ledger
-        record: RunRecord | None = ledger.get_run(run_id)
-        fresh = record is None
-        if record is None:
-            if prompt is None:
+        record: RunRecord | None
+        if prompt is None:
+            record = ledger.get_run(run_id)
+            if record is None:
                 raise ConfigurationError(
                     f"there is no run {run_id} in {self!r} to resume; check the run id "
                     "(`foreperson runs list`) and the store")
+        else:   # one round trip for a new run: recorded already owned by this process
             data = {"prompt": prompt, "message_history": MESSAGES_ADAPTER.dump_python(
                 list(history), mode="json") if history else None}
-            record = ledger.create_run(RunRecord(run_id, agent.name, user_id, input=data))
-        assert record is not None
+            clock = getattr(self._store, "clock", None)
+            now = clock.now() if clock is not None else time.time()
+            record = ledger.create_run(RunRecord(
+                run_id, agent.name, user_id, input=data, owner=owner,
+                lease_expires_at=datetime.fromtimestamp(now + self.lease_s, UTC)))
+            assert record is not None
+            if record.owner == owner:
+                return record, True
         action = "resume" if prompt is None else "run"
         if record.user_id != user_id:
             raise AccessDenied(f"run {run_id}", user_id=user_id, owner=record.user_id,
@@ -296,7 +313,7 @@ class Runtime:
             raise RunBusy(run_id, holder, left)
         if record.owner is not None and record.owner != owner:
             log.info("run %s: taken over from %s", run_id, record.owner)
-        return claimed, fresh
+        return claimed, False
 
     # --- reading runs (tenant-checked) --------------------------------------------------
 
@@ -494,16 +511,18 @@ class SqliteRuntime(Runtime):
     Args:
         path: the database file (created with its schema when missing; the same file
             as a ticket job's or a supervisor's tasks works).
-        synchronous: SQLite's ``synchronous`` pragma: ``"NORMAL"`` (default: each
-            commit survives a killed process, not a power cut; a step costs tens of
-            microseconds) or ``"FULL"`` (each commit on disk before the run goes on).
+        synchronous: SQLite's ``synchronous`` pragma: ``"FULL"`` (default: each commit
+            on disk, survives a power cut) or ``"NORMAL"`` (survives a killed process, not
+            a power cut). Steps are written behind the run (see
+            :class:`~foreperson.agents.JournaledSteps` ``write_behind``), so the fsync of
+            ``FULL`` is not on the run's path.
         lease_s, remote_workers: as :class:`Runtime`.
 
     Raises:
         StoreError: the file cannot be opened, or has a newer schema.
     """
 
-    def __init__(self, path: str, *, synchronous: str = "NORMAL", lease_s: float = 30.0,
+    def __init__(self, path: str, *, synchronous: str = "FULL", lease_s: float = 30.0,
                  remote_workers: Collection[str] | bool = ()) -> None:
         from ..work import SqliteStore
 

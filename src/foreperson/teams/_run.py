@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import math
 import re
 import time
@@ -64,6 +65,8 @@ __all__ = ["DelegationHost", "TeamArchitecture", "TeamRun", "io", "resolve_worke
            "work_prompt"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("foreperson.teams")
 
 # Errors a worker run raises that are the program's, not the worker's: they end the
 # team's run too instead of reaching the supervisor's model as a failed delegation.
@@ -288,6 +291,14 @@ def _start_delegation(store: TaskStore, task: Task, holder: str, lease_s: float,
         again = store.get(task.id)
         assert again is not None
         return "elsewhere", again
+
+
+def _complete_later(store: TaskStore, task_id: str, token: str, output: Any) -> None:
+    """A delegation task's completion, written in the journal's order."""
+    if not store.complete(task_id, token, output):
+        log.warning("delegation task %s: its lease was lost before its completion was "
+                    "written (reclaimed by another process); the record was not updated",
+                    task_id)
 
 
 def _submit(store: TaskStore, task: Task) -> None:
@@ -656,7 +667,14 @@ class TeamRun:
                 worker_run_id=result.run_id, attempts=attempt, usage=result.usage,
                 duration_s=round(time.perf_counter() - began, 6),
                 messages=appended_messages(result, prompt), turn=turn, index=index)
-        if completed:
+        defer = getattr(self.ctx.steps, "defer", None)
+        if completed and self.host is not None and callable(defer) and defer(
+                partial(_complete_later, store, task_id, token, _as_json(result.output))):
+            # in the journal's write order (a durable run owns its tasks, so the lease
+            # cannot be lost meanwhile): off the run's critical path
+            output = _as_json(result.output)
+            stored = True
+        elif completed:
             output = _as_json(result.output)
             stored = await io(store, lambda: store.complete(task_id, token, output))
         else:
@@ -710,6 +728,9 @@ class TeamRun:
         began = time.perf_counter()
         await self.publish(DelegationStartedEvent, worker=worker, delegation_id=key,
                            task_id=task.id, instructions=prompt, attempt=1)
+        flush = getattr(ctx.steps, "flush", None)
+        if flush is not None:       # output commit: the decision is on disk before others act
+            await flush()
         await io(store, partial(_submit, store, task))
         waiters = Waiters(store)
         timeout = settings.worker_timeout_s
