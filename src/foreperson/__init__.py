@@ -3,12 +3,14 @@
 The front door holds what a quickstart needs; everything else lives in subpackages.
 ``foreperson.Supervisor`` is the work layer's (tasks to workers); the agent-team
 architecture of seed 001 is :class:`foreperson.teams.Supervisor`, built by
-``Team.supervisor``.
+``Team.supervisor``. The durable runtimes of seed 001 (``InMemoryRuntime``,
+``SqliteRuntime``, ``PostgresRuntime``) come from :mod:`foreperson.runtime`.
 """
 
 from .agents import Agent, Guards, Limits, tool
 from .errors import ForepersonError, GiveUp, InvalidPlan, MachineSpecError, Retry
 from .fsm import Machine
+from .runtime import InMemoryRuntime, PostgresRuntime, SqliteRuntime
 from .teams import Team
 from .work import (
     App,
@@ -28,12 +30,15 @@ __all__ = [
     "ForepersonError",
     "GiveUp",
     "Guards",
+    "InMemoryRuntime",
     "InvalidPlan",
     "Limits",
     "Machine",
     "MachineSpecError",
     "MemoryStore",
+    "PostgresRuntime",
     "Retry",
+    "SqliteRuntime",
     "SqliteStore",
     "Status",
     "Supervisor",

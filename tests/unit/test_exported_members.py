@@ -13,7 +13,7 @@ PACKAGES = [
     "foreperson", "foreperson.work", "foreperson.work.stores", "foreperson.tickets",
     "foreperson.fsm", "foreperson.agents", "foreperson.models", "foreperson.errors",
     "foreperson.testing", "foreperson.journal", "foreperson.clock", "foreperson.retry",
-    "foreperson.teams",
+    "foreperson.teams", "foreperson.runtime",
 ]
 
 

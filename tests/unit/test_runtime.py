@@ -492,3 +492,19 @@ async def test_a_durable_run_takes_the_callers_clock_ids_and_event_sink(tmp_path
                             options=RunOptions(parent=ParentRun("p", "k", 1, "p")))
     finally:
         runtime.close()
+
+
+def test_the_durable_team_example(tmp_path, monkeypatch, capsys):
+    import runpy
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "durable_team.py"
+    monkeypatch.setattr(sys, "argv", ["durable_team.py", str(tmp_path / "runs.db")])
+    runpy.run_path(str(example), run_name="__main__")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == ("parked: awaiting_approval, waiting on refund {'order': 'A-7'} "
+                        "(call call_1), refunds so far: []")
+    assert lines[1] == "resumed: completed: Sorry about the double charge: A-7 is refunded."
+    assert lines[2] == "refunds: ['A-7']; researcher called again: []"
+    assert any("approval: approve" in line for line in lines)

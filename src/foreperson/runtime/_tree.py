@@ -163,6 +163,13 @@ class _Renderer:
         if node.part.startswith("agent:"):
             self.agent(node, depth)
             return
+        if node.part == "approval":     # the request, then the decision (or its absence)
+            request = node.children.get("request")
+            if request is not None and request.step is not None:
+                self.emit(depth, _leaf_line(request.step, self.start))
+            self.emit(depth, _leaf_line(node.step, self.start) if node.step is not None
+                      else "approval: waiting for a human decision")
+            return
         if node.step is not None:
             self.emit(depth, _leaf_line(node.step, self.start))
         elif node.children:

@@ -47,6 +47,7 @@ from ._events import (
 from ._mermaid import mermaid
 from ._records import FINISH, Delegation, RouteDecision, RouteRecord, TeamResult, Thread
 from ._router import Decide, Finalize, Router, RouteState, route
+from ._run import DelegationHost
 from ._shapes import Parallel, Pipeline
 from ._supervisor import Supervisor
 from ._team import Team
@@ -58,6 +59,7 @@ __all__ = [
     "Decide",
     "Delegation",
     "DelegationFinishedEvent",
+    "DelegationHost",
     "DelegationStartedEvent",
     "Finalize",
     "LoopDetectedEvent",
