@@ -508,3 +508,60 @@ def test_the_durable_team_example(tmp_path, monkeypatch, capsys):
     assert lines[1] == "resumed: completed: Sorry about the double charge: A-7 is refunded."
     assert lines[2] == "refunds: ['A-7']; researcher called again: []"
     assert any("approval: approve" in line for line in lines)
+
+
+@pytest.mark.anyio
+async def test_a_raised_workers_usage_is_recorded_and_replays_the_same():
+    runtime = InMemoryRuntime()
+
+    def flaky(messages, params):
+        if last_tool_result(messages) is None:
+            return ToolCall("count", {})
+        raise ValueError("the upstream answer was cut off")
+
+    def count() -> str:
+        """Count."""
+        return "1"
+
+    worker = Agent("W.", model=FunctionModel(flaky), name="w", tools=[count])
+    lead = FunctionModel(lambda messages, params: delegate("w", "go")
+                         if last_tool_result(messages) is None else "gave up")
+    team = Team.supervisor(workers={"w": worker}, instructions="Lead.", model=lead,
+                           name="lead", max_attempts=2, retry_backoff_s=0)
+    first = await team.run("go", runtime=runtime, run_id="t1")
+    (failed,) = first.delegations
+    assert not failed.completed and failed.attempts == 2
+    assert failed.usage.model_calls == 2 and failed.usage.tool_calls == 2   # both attempts
+    again = await team.run("go", runtime=runtime, run_id="t1")
+    assert again.usage == first.usage and len(lead.calls) == 2
+
+
+@pytest.mark.anyio
+async def test_a_worker_in_a_worker_process_parks_the_team_on_its_approval():
+    from foreperson.runtime import agent_app
+    from foreperson.work.process import AppWorker, process_supervisor
+
+    store = MemoryStore()
+    ledger = Ledger()
+    app = agent_app({"clerk": clerk(ledger, approval=ask_later)})    # "another machine"
+    serving = process_supervisor(store, AppWorker(app, "box:1"), stale_after_s=5)
+    runtime = InMemoryRuntime(store, remote_workers={"clerk"})
+    here = Agent("Refund orders.", model=ScriptedModel([]), name="clerk")   # never runs here
+    lead = FunctionModel(lambda messages, params: delegate("clerk", "refund A-7")
+                         if last_tool_result(messages) is None else f"lead: {messages[-1].content}")
+    team = Team.supervisor(workers={"clerk": here}, instructions="Lead.", model=lead,
+                           name="lead")
+    async with serving.serving():
+        parked = await team.run("go", runtime=runtime, run_id="t1", user_id="ada")
+        assert parked.stop_reason == "awaiting_approval" and ledger.calls == []
+        (pending,) = parked.pending
+        assert pending.agent == "clerk" and pending.key.startswith(
+            "agent:lead/turn:1/tool:1/delegation:clerk/agent:clerk/turn:1/tool:1")
+        (task,) = store.list_tasks(run_id="t1")
+        assert task.status is Status.DEAD and "parked" in task.error
+        runtime.approve("t1", pending.call_id, user_id="ada")
+        done = await team.resume("t1", runtime=runtime, user_id="ada")
+    assert done.text == "lead: done: refunded A-7" and ledger.calls == ["A-7"]
+    assert here.model.calls == []
+    assert store.get(task.id).status is Status.COMPLETED
+    assert done.delegations[0].usage.model_calls == 2      # counted, though it ran elsewhere

@@ -65,7 +65,7 @@ from ._runner import (
     StepRunner,
     StepSpec,
 )
-from ._state import EventSink, ParentRun, RunContext, RunOptions
+from ._state import EventSink, ParentRun, RunContext, RunOptions, unfinished_usage
 from ._steps import RunParked, SpawnRecord
 from ._tools import Tool, tool
 from ._vocabulary import Vocabulary
@@ -119,4 +119,5 @@ __all__ = [
     "dump_run_result",
     "load_run_result",
     "tool",
+    "unfinished_usage",
 ]

@@ -18,7 +18,13 @@ from ._durable import DurableRuntime
 from ._events import AgentEvent, FinalEvent, RunResult
 from ._guards import Guards
 from ._react import Architecture, ReAct
-from ._state import DEFAULT_OPTIONS, RunContext, RunOptions, nested_run_id
+from ._state import (
+    DEFAULT_OPTIONS,
+    RunContext,
+    RunOptions,
+    nested_run_id,
+    record_unfinished,
+)
 from ._steps import RunParked, first_error
 from ._tools import Tool, as_tool
 
@@ -545,6 +551,7 @@ class Agent(Generic[OutputT]):
                 raise
             ctx.park(parked.pending)
         except BaseException as exc:
+            record_unfinished(ctx)
             ctx.audit("run_end", error=_describe(exc), usage=_usage(ctx),
                       duration_s=round(time.perf_counter() - started, 6))
             raise

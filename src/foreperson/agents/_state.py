@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,7 +39,7 @@ from ._tools import Tool
 if TYPE_CHECKING:
     from ._agent import Agent
 
-__all__ = ["EventSink", "ParentRun", "RunContext", "RunOptions"]
+__all__ = ["EventSink", "ParentRun", "RunContext", "RunOptions", "unfinished_usage"]
 
 T = TypeVar("T")
 
@@ -126,6 +127,34 @@ class RunOptions:
 
 
 DEFAULT_OPTIONS = RunOptions()
+
+_UNFINISHED: weakref.WeakKeyDictionary[ParentRun, Usage] = weakref.WeakKeyDictionary()
+
+
+def record_unfinished(ctx: RunContext) -> None:
+    """Keep the usage of a nested run that ended without a result (it raised, or was
+    cancelled) for :func:`unfinished_usage`."""
+    parent = ctx.options.parent
+    if parent is not None:
+        _UNFINISHED[parent] = ctx.usage
+
+
+def unfinished_usage(options: RunOptions) -> Usage | None:
+    """What a run nested with ``options`` (from :meth:`RunContext.nested`) had used when
+    it ended without a result (it raised, or its caller cancelled it): its usage flowed
+    up as it was spent, but no result says how much it was, so the layers above read it
+    here (the teams layer records it in the failed delegation).
+
+    Args:
+        options: the options the nested run was started with.
+
+    Returns:
+        The usage (its own and its nested runs'), or None when no such run ended without
+        a result.
+    """
+    if options.parent is None:
+        return None
+    return _UNFINISHED.pop(options.parent, None)
 
 
 class DeadlineScope(Protocol):

@@ -49,6 +49,7 @@ from ..agents import (
     RunParked,
     RunResult,
     load_run_result,
+    unfinished_usage,
 )
 from ..errors import AccessDenied, ConfigurationError, RecursionLimitExceeded
 from ..journal import Journal, JournalDivergence, UnknownStepVersion
@@ -544,6 +545,7 @@ class TeamRun:
 
         began = time.perf_counter()
         attempt = 0
+        spent: list[Usage] = []      # what attempts that ended without a result used
         while True:
             attempt += 1
             await self.publish(DelegationStartedEvent, worker=worker, delegation_id=key,
@@ -554,7 +556,7 @@ class TeamRun:
                 beside: Callable[[], Coroutine[Any, Any, None]] | None = None
                 if attempt == 1 and overlap:
                     beside = claim      # a thread hop and a commit: overlap the worker's start
-                result = await self._run_worker(agent, prompt, beside)
+                result = await self._run_worker(agent, prompt, beside, spent)
             except _PROPAGATE as exc:
                 if lease.token is not None:
                     why = f"{type(exc).__name__}: {exc}"
@@ -575,6 +577,8 @@ class TeamRun:
             if result is not None:
                 delegation = await self._settle(worker, prompt, key, task.id, token, result,
                                                 attempt, began, turn, index)
+                if spent:
+                    delegation = replace(delegation, usage=sum(spent, delegation.usage))
                 break
             if token is None:       # the task was COMPLETED before: its worker's replay failed
                 assert failure is not None
@@ -600,7 +604,8 @@ class TeamRun:
                 await io(store, partial(store.fail, task.id, token, text, retry_at=None))
             delegation = Delegation(
                 worker, prompt, key, task.id, completed=False, error=text, attempts=attempt,
-                duration_s=round(time.perf_counter() - began, 6), turn=turn, index=index)
+                usage=sum(spent, Usage()), duration_s=round(time.perf_counter() - began, 6),
+                turn=turn, index=index)
             break
         ctx.audit("delegation", worker=worker, task_id=task.id, completed=delegation.completed,
                   stop_reason=delegation.stop_reason, error=delegation.error,
@@ -614,14 +619,27 @@ class TeamRun:
 
     async def _run_worker(
         self, agent: Agent[Any], prompt: str,
-        claim: Callable[[], Coroutine[Any, Any, None]] | None,
+        claim: Callable[[], Coroutine[Any, Any, None]] | None, spent: list[Usage],
     ) -> RunResult[Any]:
         """The worker's run, nested in the team's, bounded by ``worker_timeout_s``.
         ``claim`` (the first attempt's task record) runs beside it, so the store write
         overlaps the worker's first model call instead of delaying it; a failed claim
-        cancels the worker and raises."""
+        cancels the worker and raises. What a run that ends without a result used is
+        appended to ``spent``."""
         timeout = self.settings.worker_timeout_s
         options = self.ctx.nested()
+        try:
+            return await self._attempt(agent, prompt, claim, options, timeout)
+        finally:
+            used = unfinished_usage(options)
+            if used is not None:
+                spent.append(used)
+
+    async def _attempt(
+        self, agent: Agent[Any], prompt: str,
+        claim: Callable[[], Coroutine[Any, Any, None]] | None, options: Any,
+        timeout: float | None,
+    ) -> RunResult[Any]:
         result: RunResult[Any] | None = None
         failure: Exception | None = None
 
