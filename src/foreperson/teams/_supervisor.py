@@ -210,11 +210,14 @@ class Supervisor:
         context_chars: the cap per value of the capped context block (default 300).
         store: where delegations are recorded as tasks (any
             :class:`~foreperson.work.TaskStore`). None: the store of the team this one
-            is nested in, else a :class:`~foreperson.work.MemoryStore` of this
+            is nested in, else the durable runtime's of a run with ``runtime=`` (its
+            journal's database), else a :class:`~foreperson.work.MemoryStore` of this
             supervisor's own (:attr:`store`), which keeps every run's delegations.
         max_attempts: worker runs per delegation; a worker that raises a retryable
             error is run again, after the work layer's backoff, while attempts remain
-            (default 1: the model providers' adapters already retry their calls).
+            (default 1: the model providers' adapters already retry their calls; a
+            worker in a worker process that dies counts an attempt too, so give teams
+            with ``remote_workers`` 2 or more).
         retry_backoff_s: first retry delay, seconds (default 2; doubles per attempt,
             with jitter).
         worker_timeout_s: seconds a delegation may run before the worker is cancelled
