@@ -162,7 +162,9 @@ class JournaledSteps:
     crash could still forget, and its own record is on disk before the run goes on; a
     crash loses at most a suffix of model calls, delegations and spawns, which run
     again. A step another process recorded first (two processes running one run at
-    once, which a runtime's ownership prevents) raises at the next flush.
+    once, which a runtime's ownership prevents) raises at the next flush. The runtimes
+    flush when a run ends; code that uses ``write_behind`` itself calls :meth:`flush`
+    before it reads the journal or reports the run done.
 
     A step that raised is not recorded: it runs again on replay.
 
