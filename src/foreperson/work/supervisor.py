@@ -42,7 +42,7 @@ from ..retry import backoff_seconds, is_retryable, retry_after_seconds
 from .dispatcher import Dispatcher
 from .handles import TaskHandle, Waiters, as_completed
 from .loop import Outcome, RunLoop, RunReport
-from .store import BacksOffResources, StoreStats, TaskStore
+from .store import BacksOffResources, CompletesAndClaims, StoreStats, TaskStore
 from .stores.memory import MemoryStore
 from .strategies import STRATEGIES
 from .task import Status, Task
@@ -401,6 +401,12 @@ class Supervisor:
         finished attempts, claim new work. If the transaction fails, what it claimed is
         forgotten (it was rolled back) and StoreError propagates; the caller keeps the
         outcomes and tries again."""
+        finished = {t.id for t, _, _ in outcomes}   # completing or failing counts it
+        started = [t for t in started if t.id not in finished]
+        store = self.store
+        if (isinstance(store, CompletesAndClaims) and self.pull and len(self.workers) == 1
+                and all(ok for _, ok, _ in outcomes) and len(finished) == len(outcomes)):
+            return self._turn_in_one_statement(store, outcomes, started)
         before = set(self.dispatcher.held())
         self.settled_last_turn = False
         try:
@@ -421,6 +427,31 @@ class Supervisor:
             raise
         self.settled_last_turn = True
         return handed
+
+    def _turn_in_one_statement(self, store: CompletesAndClaims, outcomes: list[Outcome],
+                               started: list[Task]) -> list[tuple[Worker, Task]]:
+        """:meth:`settle_and_claim` for a worker process whose turn has only
+        completions: one statement, one round trip, one commit."""
+        self.settled_last_turn = False
+        flights = [self.dispatcher.let_go(t.id, t.lease_token or "") for t, _, _ in outcomes]
+        worker, room, now = self.dispatcher.pull_plan(self.prefetch, self.stopping)
+        stored, claimed = store.complete_and_claim(
+            {t.id: t.lease_token or "" for t in started},
+            [(t.id, t.lease_token or "", v) for t, _, v in outcomes], worker.name,
+            worker.can_do, room, start=now, lease_s=self.dispatcher.lease_s)
+        self.settled_last_turn = True
+        for (task, _, value), flight in zip(outcomes, flights, strict=True):
+            if task.id not in stored:
+                self.counters.lease_lost += 1
+                log.warning("task %s: result discarded, lease lost", task.id)
+                continue
+            if flight is not None:
+                self.dispatcher.learn(flight.kind, time.monotonic() - flight.began)
+            self.waiters.completed(task.id, value)
+        for task in claimed:
+            self.dispatcher.hold(task, self.store)
+        self.sweep_if_due()
+        return [(worker, task) for task in claimed]
 
     def _complete_in_bulk(self, done: list[tuple[Task, Any]]) -> None:
         """Write the turn's completions in one statement. Two attempts of one task (a
