@@ -167,6 +167,7 @@ class Supervisor:
         self.stopping = False
         self.settled_last_turn = True
         self._next_sweep = 0.0
+        self._next_park = 0.0
         self._next_heartbeat = 0.0
         self._stored: dict[tuple[str, str], bool] = {}   # completions written in bulk
         self.hung_after = hung_after
@@ -368,8 +369,9 @@ class Supervisor:
             self.sweep_if_due()
 
     def sweep_if_due(self) -> None:
-        """Every ``sweep_every_s``: reclaim expired leases (whoever's) and park the
-        dependents of DEAD tasks."""
+        """Every ``sweep_every_s``: reclaim expired leases (whoever's) and, after a
+        reclaim or every 30 s, park the dependents of DEAD tasks (a task that fails DEAD
+        parks its own dependents at once)."""
         now = self.clock.now()
         if now < self._next_sweep:
             return
@@ -379,9 +381,12 @@ class Supervisor:
             log.warning("reclaimed %d task(s) whose holder's lease expired: %s",
                         len(reclaimed), reclaimed[:5])
             self.counters.reclaimed += len(reclaimed)
-        self._parked(self.store.park_blocked())
-        if reclaimed:
             self._resolve_finished(reclaimed)
+        # a task failing DEAD parks its dependents at once (on_fail, in whichever process
+        # failed it); a reclaim can end one DEAD too; the rest is a safety net, rarely
+        if reclaimed or now >= self._next_park:
+            self._next_park = now + 30.0
+            self._parked(self.store.park_blocked())
 
     def _parked(self, ids: list[str]) -> None:
         self.counters.parked += len(ids)
