@@ -80,6 +80,11 @@ def test_killed_job_resumes_and_writes_every_ticket_exactly_once(tmp_path):
     assert partial < 1500, "the job finished before the kill: nothing was tested"
     store = SqliteStore(tmp_path / "t.db")
     assert store.stats().unfinished > 0
+    # a live `foreperson worker` process shares the file and holds a task of its own
+    from foreperson.work import Task
+    store.add([Task("other-app-kind", id="theirs")])
+    (theirs,) = store.claim("otherhost:4242", {"other-app-kind"}, 1, start=True,
+                            lease_s=3600)
     store.close()
 
     foreperson("tickets", "in.csv", "--workers", "8", "--db", "t.db", "--out", "out.jsonl",
@@ -88,6 +93,8 @@ def test_killed_job_resumes_and_writes_every_ticket_exactly_once(tmp_path):
     assert sorted(counts) == ids and set(counts.values()) == {1}
     store = SqliteStore(tmp_path / "t.db")
     assert store.stats().counts[Status.COMPLETED] == 4500
+    alive = store.get("theirs")            # the restarted job took back only its own
+    assert alive.status is Status.RUNNING and alive.lease_token == theirs.lease_token
     store.close()
 
 

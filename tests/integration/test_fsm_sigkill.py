@@ -78,3 +78,72 @@ def test_a_run_killed_after_two_hops_resumes_at_dispatch(tmp_path):
                            "synthesize", "done"]
     assert result.context["notes"] == ["technical: a leaked API token",
                                        "security: token revoked"]
+
+
+def rest_as_agents(asked: list[tuple[str, str]]) -> dict[str, Any]:
+    """Agents that answer the rest of the walk, recording (state, agent) per summons."""
+    from foreperson.agents import Agent
+    from foreperson.fsm import UPDATE_CONTEXT
+    from foreperson.models import ToolCall, ToolReturn, UserMessage
+    from foreperson.testing import FunctionModel
+
+    routes = iter(["security", "synthesize"])
+
+    def model(name: str) -> FunctionModel:
+        def answer(messages, params):
+            if isinstance(messages[-1], ToolReturn):
+                return "done"
+            prompt = next(m.content for m in messages if isinstance(m, UserMessage))
+            state = prompt.split('in state "', 1)[1].split('"', 1)[0]
+            asked.append((state, name))
+            if name == "security_agent":
+                return ToolCall(UPDATE_CONTEXT, {"field": "finding", "value": "token revoked"})
+            if state == "synthesize":
+                return ToolCall(UPDATE_CONTEXT, {"field": "answer", "value": "secured"})
+            return ToolCall(UPDATE_CONTEXT, {"field": "route", "value": next(routes)})
+        return FunctionModel(answer, name=name)
+
+    return {n: Agent(f"You are {n}.", model=model(n), name=n)
+            for n in ("supervisor", "billing_agent", "tech_agent", "security_agent")}
+
+
+def test_a_run_whose_summons_are_tasks_resumes_at_once_after_sigkill(tmp_path):
+    """The summons in flight when the process died is a RUNNING task of a dead local
+    process: the resumed run takes it back at once (not after its 30 s lease) and asks
+    only the parked supervisor, every finished summons kept."""
+    import time
+
+    from foreperson.work import Status
+
+    db = tmp_path / "run.db"
+    SqliteStore(db).close()
+    child = subprocess.Popen([sys.executable, str(HERE / "fsm_run_process.py"), str(db), "r2",
+                              "tasks"], stdout=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline()
+        assert line.startswith("parked dispatch (as a task)"), line
+        child.send_signal(signal.SIGKILL)
+        assert child.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.stdout.close()
+
+    store = SqliteStore(db)
+    asked: list[tuple[str, str]] = []
+    try:
+        held = [t for t in store.list_tasks(run_id="r2") if t.status.active]
+        assert [t.kind.rsplit(":", 1)[1] for t in held] == ["supervisor"]
+        began = time.monotonic()
+        result = Machine.from_file(ROUTER).resume_sync("r2", store=store,
+                                                       agents=rest_as_agents(asked))
+        assert time.monotonic() - began < 20                  # not the 30 s lease
+        tasks = store.list_tasks(run_id="r2")
+        assert all(t.status is Status.COMPLETED for t in tasks)
+        assert [t.attempts for t in tasks if t.id == held[0].id] == [2]   # it ran again
+    finally:
+        store.close()
+    assert asked[0] == ("dispatch", "supervisor")
+    assert ("triage", "supervisor") not in asked and ("technical", "tech_agent") not in asked
+    assert result.completed and result.context["notes"] == ["technical: a leaked API token",
+                                                            "security: token revoked"]

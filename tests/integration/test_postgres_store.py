@@ -496,3 +496,23 @@ def test_worker_command_reports_a_bad_app_spec(pg_dsn, capsys):
 
     assert main(["worker", "no_such_module_xyz", "--dsn", pg_dsn]) == 2
     assert "cannot import 'no_such_module_xyz'" in capsys.readouterr().err
+
+
+def test_a_worker_turn_in_one_statement_is_fenced_like_the_separate_calls(stores):
+    [store] = stores(1)
+    store.add([Task("k", id=f"t{i}") for i in range(6)])
+    first = store.claim("w", {"k"}, 3, start=1)          # t0 running, t1 t2 prefetched
+    assert [t.status for t in first] == [Status.RUNNING, Status.ASSIGNED, Status.ASSIGNED]
+    t0, t1, t2 = first
+    stored, claimed = store.complete_and_claim(
+        {t1.id: t1.lease_token}, [(t0.id, t0.lease_token, {"n": 0}), (t2.id, "stale", {})],
+        "w", {"k"}, 2, start=1)
+    assert stored == {"t0"}                                # a stale lease stores nothing
+    assert [(t.id, t.status) for t in claimed] == [("t3", Status.RUNNING),
+                                                   ("t4", Status.ASSIGNED)]
+    assert store.get("t0").result == {"n": 0} and store.get("t0").status is Status.COMPLETED
+    assert (store.get("t1").status, store.get("t1").attempts) == (Status.RUNNING, 1)
+    assert store.get("t2").status is Status.ASSIGNED
+    stored, claimed = store.complete_and_claim({}, [(t2.id, t2.lease_token, 2)], "w", {"k"}, 0)
+    assert stored == {"t2"} and claimed == []
+    assert store.get("t2").attempts == 1                  # counted when it completed

@@ -422,3 +422,30 @@ def test_a_result_recorded_first_by_another_process_stops_the_run():
     with pytest.raises(RunError, match="recorded first by another process"):
         Machine.from_file(ROUTER).run_sync("r", summoner=Racing(two_hop_answers()),
                                            store=store, run_id="race")
+
+
+def test_with_a_task_store_every_summons_is_a_task_of_the_run(tmp_path):
+    from foreperson.fsm import summons_kind
+    from foreperson.work import SqliteStore, Status
+
+    team, models = agents(**TWO_HOPS)
+    store = SqliteStore(tmp_path / "run.db")
+    machine = Machine.from_file(ROUTER)
+    result = machine.run_sync("Someone charged my card", agents=team, store=store,
+                              run_id="card-1")
+    assert result.completed and result.context["notes"][1].startswith("security: ")
+    summons = store.list_tasks(run_id="card-1")
+    assert [t.kind.split(":")[1] for t in summons] == [
+        "supervisor", "tech_agent", "supervisor", "security_agent", "supervisor",
+        "supervisor"]
+    assert {t.kind for t in summons} <= {summons_kind(machine.spec.name, a)
+                                        for a in machine.spec.agents}
+    assert all(t.status is Status.COMPLETED and t.attempts == 1 for t in summons)
+    assert summons[1].result["writes"] == [["finding",
+                                            "the charge came through a leaked API token"]]
+    assert store.stats(run_id="card-1").counts[Status.COMPLETED] == 6
+    for model in models.values():
+        model.assert_all_used()
+    again = machine.resume_sync("card-1", store=store, agents=team)   # finished: recorded
+    assert again.context == result.context
+    store.close()

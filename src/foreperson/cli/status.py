@@ -37,7 +37,8 @@ def status(
             "workers_last_seen": {k: v.isoformat() for k, v in stats.workers.items()},
             "workers_health": health,
             "oldest_unfinished_age_s": stats.oldest_unfinished_age_s,
-            "dead": [{"id": t.id, "kind": t.kind, "error": t.error} for t in dead],
+            "dead": [{"id": t.id, "kind": t.kind, "reason": t.reason, "error": t.error}
+                     for t in dead],
         }))
         return
     from rich.console import Console
@@ -75,10 +76,11 @@ def status(
         shown = (f"{len(dead)} of {stats.counts[Status.DEAD]}"
                  if stats.counts[Status.DEAD] > len(dead) else f"{len(dead)}")
         table = Table(title=f"DEAD tasks, {shown} shown (foreperson retry puts them back)")
-        for col in ("id", "kind", "attempts", "error"):
+        for col in ("id", "kind", "attempts", "why", "error"):
             table.add_column(col)
         for t in dead:
-            table.add_row(t.id, t.kind, str(t.attempts), (t.error or "")[:120])
+            table.add_row(t.id, t.kind, str(t.attempts), (t.reason or "").replace("_", " "),
+                          (t.error or "")[:120])
         console.print(table)
 
 

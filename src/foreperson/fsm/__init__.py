@@ -16,6 +16,11 @@ Example::
     print(result.stop_reason, result.context["answer"])
     for t in result.trace:
         print(t.from_state, "->", t.to_state, t.guard)
+
+With a task store (``store=SqliteStore(...)``, a ``PostgresStore``), every summons is a
+work-layer task of kind ``<machine>:<agent>``: durable, retried, shown by
+``foreperson status``, and answerable by ``foreperson worker`` processes running
+:func:`summons_app` on other machines.
 """
 
 from ..errors import GuardError, MachineSpecError, SpecProblem
@@ -24,9 +29,11 @@ from ._machine import Machine, MachineResult, StopReason, Transition, Write
 from ._render import render_dot, render_mermaid
 from ._spec import Action, AgentSpec, Edge, MachineSpec, Policy, Requirement, StateSpec, load_spec
 from ._summon import UPDATE_CONTEXT, AgentSummoner, ContextWriter, Summoner, SummonResult, Summons
+from ._tasks import SUMMONS_LEASE_S, TaskSummoner, summons_app, summons_kind
 
 __all__ = [
     "CONTEXT_VALUE_CAP",
+    "SUMMONS_LEASE_S",
     "UPDATE_CONTEXT",
     "Action",
     "AgentSpec",
@@ -45,6 +52,7 @@ __all__ = [
     "StateSpec",
     "StopReason",
     "SummonResult",
+    "TaskSummoner",
     "Summoner",
     "Summons",
     "Transition",
@@ -52,4 +60,6 @@ __all__ = [
     "load_spec",
     "render_dot",
     "render_mermaid",
+    "summons_app",
+    "summons_kind",
 ]

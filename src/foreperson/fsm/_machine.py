@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
+import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,10 +43,13 @@ from ..clock import Clock, IdSource, SystemClock, new_id
 from ..errors import ConfigurationError, GuardError, InputError, RunError
 from ..journal import Journal, JournalDivergence, Step, request_digest
 from ..models import Usage
+from ..work.store import TaskStore
+from ..work.supervisor import Supervisor
 from ._cel import CONTEXT
 from ._fields import FieldSpec, context_block, is_set
 from ._spec import Action, Edge, MachineSpec, StateSpec, load_spec
 from ._summon import AgentSummoner, Summoner, SummonResult, Summons, usage_json
+from ._tasks import SUMMONS_LEASE_S, TaskSummoner, app_for
 
 __all__ = ["Machine", "MachineResult", "StopReason", "Transition", "Write"]
 
@@ -332,9 +338,13 @@ class Machine:
             Exception: what the summoner raised (a model error); with a store, the run
                 can be resumed.
         """
-        summoner = self._summoner(agents, summoner)
         run_id = run_id or self.ids()
         values = self._initial_context(context or {})
+        async with self._summons(agents, summoner, store, run_id) as summoner:
+            return await self._start(request, summoner, store, run_id, values)
+
+    async def _start(self, request: str, summoner: Summoner, store: Journal | None,
+                     run_id: str, values: dict[str, Any]) -> MachineResult:
         run = _Run(self, summoner, store, run_id, request)
         run.context = values
         if store is not None:
@@ -427,7 +437,11 @@ class Machine:
         end = by_key.get("end")
         if end is not None:
             return MachineResult.from_json(end.result)
-        summoner = self._summoner(agents, summoner)
+        async with self._summons(agents, summoner, store, run_id) as live:
+            return await self._continue(live, store, run_id, start, steps)
+
+    async def _continue(self, summoner: Summoner, store: Journal, run_id: str, start: Step,
+                        steps: list[Step]) -> MachineResult:
         run = _Run(self, summoner, store, run_id, start.result["request"])
         run.recorded = {s.key: s for s in steps if s.kind == _KIND_SUMMONS}
         checkpoints = [s.result for s in steps if s.kind == _KIND_CHECKPOINT]
@@ -476,11 +490,38 @@ class Machine:
     def _own_summoner(self, options: dict[str, Any]) -> tuple[Any, bool]:
         """For the ``_sync`` wrappers: the summoner, and whether it was made here from
         ``agents=`` (its models' connections belong to the wrapper's loop, so it closes
-        them at the end, as ``Agent.run_sync`` does). Pops both options."""
+        them at the end, as ``Agent.run_sync`` does). Pops both options, except the
+        agents of a run on a task store: the run turns those into task workers."""
+        if isinstance(options.get("store"), TaskStore) and "summoner" not in options:
+            return None, False
         agents = options.pop("agents", None)
         summoner = options.pop("summoner", None)
         made = self._summoner(agents, summoner)
         return made, summoner is None
+
+    @asynccontextmanager
+    async def _summons(self, agents: Mapping[str, Agent[Any]] | None,
+                       summoner: Summoner | None, store: Journal | None,
+                       run_id: str) -> AsyncIterator[Summoner]:
+        """The summoner of a run: the one given; or, with a task store, one that makes
+        every summons a task answered by this process's workers (and any
+        ``foreperson worker`` running :func:`summons_app`); else the agents in process.
+        """
+        if summoner is not None or not isinstance(store, TaskStore):
+            yield self._summoner(agents, summoner)
+            return
+        local = self._summoner(agents, None)
+        assert isinstance(local, AgentSummoner)
+        app = app_for(self.spec.name, local, agents or {})
+        host = socket.gethostname()
+        await _call(_reclaim_dead_local_holders, store, run_id, f"fsm@{host}:")
+        sup = Supervisor(store, kinds=app.kinds, stale_after=SUMMONS_LEASE_S)
+        sup.register(app.worker(f"fsm@{host}:{os.getpid()}:{self.spec.name}", concurrency=8))
+        try:
+            async with sup.serving():
+                yield TaskSummoner(sup, self.spec.name)
+        finally:
+            await local.aclose()
 
     def _summoner(self, agents: Mapping[str, Agent[Any]] | None,
                   summoner: Summoner | None) -> Summoner:
@@ -551,6 +592,30 @@ def _own(context: Mapping[str, Any]) -> dict[str, Any]:
     the objects it stores; the run appends to its lists in place)."""
     return {k: copy.deepcopy(v) if isinstance(v, list | dict) else v
             for k, v in context.items()}
+
+
+def _reclaim_dead_local_holders(store: TaskStore, run_id: str, prefix: str) -> list[str]:
+    """Take back at once the run's summons held by a process of this host that is gone
+    (a run killed and resumed here), instead of waiting for their leases."""
+    dead = set()
+    for task in store.list_tasks(run_id=run_id):
+        holder = task.assigned_to or ""
+        if not task.status.active or not holder.startswith(prefix):
+            continue
+        pid = holder[len(prefix):].split(":", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            dead.add(f"{prefix}{pid}:")
+    return [i for p in sorted(dead) for i in store.reclaim_stale(holder_prefix=p)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 async def _call(function: Any, *args: Any) -> Any:

@@ -248,6 +248,17 @@ class Dispatcher:
     def _idle_consumers(self, slot: WorkerSlot) -> int:
         return max(0, self.workers[slot.name].concurrency - slot.active)
 
+    def pull_plan(self, extra: int, stopping: bool = False) -> tuple[Worker, int, int]:
+        """For a process with one pulling worker: ``(worker, room, start now)``, the
+        tasks it may claim into its free slots and how many of them start at once (see
+        :meth:`claim`). Room is 0 while stopping."""
+        with self.lock:
+            (slot,) = self._slots.values()
+            self._free_slots(extra)
+            room = 0 if stopping else min(max(0, slot.capacity - slot.active),
+                                          self.claim_batch)
+            return self.workers[slot.name], room, min(self._idle_consumers(slot), room)
+
     def _pull(self, store: TaskStore, free: list[WorkerSlot], start: bool) -> list[Task]:
         claimed: list[Task] = []
         for slot in free:

@@ -136,12 +136,13 @@ def process_supervisor(store: TaskStore, worker: Worker, *, stale_after_s: float
         store: the shared store.
         worker: the process's worker (``concurrency`` slots).
         stale_after_s: seconds without a heartbeat before a task is reclaimed.
-        prefetch: look-ahead; default half the concurrency (at least 1).
+        prefetch: look-ahead; default the concurrency (one waiting task per slot: a
+            prefetched task costs no attempt, and one waiting more than 2 s is given back).
 
     Returns:
         the supervisor, with ``worker`` registered.
     """
-    prefetch = max(1, worker.concurrency // 2) if prefetch is None else prefetch
+    prefetch = worker.concurrency if prefetch is None else prefetch
     supervisor = Supervisor(store, pull=True, stale_after=stale_after_s, prefetch=prefetch,
                             kinds=worker.can_do)
     supervisor.claim_batch = worker.concurrency + prefetch

@@ -23,8 +23,9 @@ from typing import Any, Protocol, runtime_checkable
 from ..errors import InvalidPlan
 from .task import Status, Task
 
-__all__ = ["BacksOffResources", "StoreStats", "TaskStore", "TracksWorkers", "WakesOnWork",
-           "conflicting_readd", "same_task", "validate_new_tasks"]
+__all__ = ["BacksOffResources", "CompletesAndClaims", "StoreStats", "TaskStore",
+           "TracksWorkers", "WakesOnWork", "conflicting_readd", "same_task",
+           "validate_new_tasks"]
 
 
 @dataclass
@@ -258,6 +259,19 @@ class WakesOnWork(Protocol):
     def wait_for_finished(self, timeout_s: float = 1.0) -> bool:
         """Block until an awaited task may have finished, or ``timeout_s`` seconds.
         Returns True when woken, False on timeout."""
+        ...
+
+
+@runtime_checkable
+class CompletesAndClaims(Protocol):
+    """A store that can do a pulling worker's whole turn (record starts, store results,
+    claim new work) in one statement: one round trip and one commit (PostgreSQL)."""
+
+    def complete_and_claim(self, starts: Mapping[str, str],
+                           items: Sequence[tuple[str, str, Any]], worker: str,
+                           kinds: Collection[str], limit: int, *, start: int = 0,
+                           lease_s: float = 90.0) -> tuple[set[str], list[Task]]:
+        """Returns ``(ids whose result was stored, tasks claimed)``."""
         ...
 
 

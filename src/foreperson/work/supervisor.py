@@ -42,7 +42,7 @@ from ..retry import backoff_seconds, is_retryable, retry_after_seconds
 from .dispatcher import Dispatcher
 from .handles import TaskHandle, Waiters, as_completed
 from .loop import Outcome, RunLoop, RunReport
-from .store import BacksOffResources, StoreStats, TaskStore
+from .store import BacksOffResources, CompletesAndClaims, StoreStats, TaskStore
 from .stores.memory import MemoryStore
 from .strategies import STRATEGIES
 from .task import Status, Task
@@ -167,6 +167,7 @@ class Supervisor:
         self.stopping = False
         self.settled_last_turn = True
         self._next_sweep = 0.0
+        self._next_park = 0.0
         self._next_heartbeat = 0.0
         self._stored: dict[tuple[str, str], bool] = {}   # completions written in bulk
         self.hung_after = hung_after
@@ -368,8 +369,9 @@ class Supervisor:
             self.sweep_if_due()
 
     def sweep_if_due(self) -> None:
-        """Every ``sweep_every_s``: reclaim expired leases (whoever's) and park the
-        dependents of DEAD tasks."""
+        """Every ``sweep_every_s``: reclaim expired leases (whoever's) and, after a
+        reclaim or every 30 s, park the dependents of DEAD tasks (a task that fails DEAD
+        parks its own dependents at once)."""
         now = self.clock.now()
         if now < self._next_sweep:
             return
@@ -379,9 +381,12 @@ class Supervisor:
             log.warning("reclaimed %d task(s) whose holder's lease expired: %s",
                         len(reclaimed), reclaimed[:5])
             self.counters.reclaimed += len(reclaimed)
-        self._parked(self.store.park_blocked())
-        if reclaimed:
             self._resolve_finished(reclaimed)
+        # a task failing DEAD parks its dependents at once (on_fail, in whichever process
+        # failed it); a reclaim can end one DEAD too; the rest is a safety net, rarely
+        if reclaimed or now >= self._next_park:
+            self._next_park = now + 30.0
+            self._parked(self.store.park_blocked())
 
     def _parked(self, ids: list[str]) -> None:
         self.counters.parked += len(ids)
@@ -401,6 +406,12 @@ class Supervisor:
         finished attempts, claim new work. If the transaction fails, what it claimed is
         forgotten (it was rolled back) and StoreError propagates; the caller keeps the
         outcomes and tries again."""
+        finished = {t.id for t, _, _ in outcomes}   # completing or failing counts it
+        started = [t for t in started if t.id not in finished]
+        store = self.store
+        if (isinstance(store, CompletesAndClaims) and self.pull and len(self.workers) == 1
+                and all(ok for _, ok, _ in outcomes) and len(finished) == len(outcomes)):
+            return self._turn_in_one_statement(store, outcomes, started)
         before = set(self.dispatcher.held())
         self.settled_last_turn = False
         try:
@@ -421,6 +432,31 @@ class Supervisor:
             raise
         self.settled_last_turn = True
         return handed
+
+    def _turn_in_one_statement(self, store: CompletesAndClaims, outcomes: list[Outcome],
+                               started: list[Task]) -> list[tuple[Worker, Task]]:
+        """:meth:`settle_and_claim` for a worker process whose turn has only
+        completions: one statement, one round trip, one commit."""
+        self.settled_last_turn = False
+        flights = [self.dispatcher.let_go(t.id, t.lease_token or "") for t, _, _ in outcomes]
+        worker, room, now = self.dispatcher.pull_plan(self.prefetch, self.stopping)
+        stored, claimed = store.complete_and_claim(
+            {t.id: t.lease_token or "" for t in started},
+            [(t.id, t.lease_token or "", v) for t, _, v in outcomes], worker.name,
+            worker.can_do, room, start=now, lease_s=self.dispatcher.lease_s)
+        self.settled_last_turn = True
+        for (task, _, value), flight in zip(outcomes, flights, strict=True):
+            if task.id not in stored:
+                self.counters.lease_lost += 1
+                log.warning("task %s: result discarded, lease lost", task.id)
+                continue
+            if flight is not None:
+                self.dispatcher.learn(flight.kind, time.monotonic() - flight.began)
+            self.waiters.completed(task.id, value)
+        for task in claimed:
+            self.dispatcher.hold(task, self.store)
+        self.sweep_if_due()
+        return [(worker, task) for task in claimed]
 
     def _complete_in_bulk(self, done: list[tuple[Task, Any]]) -> None:
         """Write the turn's completions in one statement. Two attempts of one task (a

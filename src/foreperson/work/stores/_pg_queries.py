@@ -16,6 +16,7 @@ COLUMNS = ("id, kind, payload, status, assigned_to, attempts, max_attempts, resu
            "estimate_s, errors, lease_token, run_id, parent_id, reason, stale_after, "
            "lease_expires_at, awaited")
 
+_C_COLUMNS = ", ".join("c." + name.strip() for name in COLUMNS.split(","))
 _NOW = "fp_now(%(now)s)"
 _RUN_COLUMNS = ("run_id, agent, user_id, status, input, result, error, stop_reason, owner, "
                 "lease_expires_at, version, created_at, updated_at")
@@ -114,6 +115,35 @@ Q: dict[str, str] = {
             RETURNING t.id
         ), freed AS ({_FREE_SLOTS.format(src="done")})
         SELECT id FROM done""",
+    # A worker process's whole turn in one statement (autocommit: one round trip, one
+    # commit): record the starts of prefetched tasks, store the finished ones' results,
+    # and claim new work. The rows written are locked first, in id order; the claim
+    # sees the statement's snapshot (what this statement completes is claimable next
+    # turn) and takes only PENDING/FAILED rows, so the two never touch one row.
+    "turn": f"""
+        WITH l AS (
+            SELECT * FROM unnest(%(ids)s::text[], %(tokens)s::text[], %(results)s::text[])
+                AS l(id, token, result)
+        ), held AS (
+            SELECT t.id, l.result FROM tasks t JOIN l ON t.id = l.id AND t.lease_token = l.token
+            ORDER BY t.id FOR UPDATE OF t
+        ), started AS (
+            UPDATE tasks t SET status = 'running', started_at = {_NOW}, heartbeat_at = {_NOW},
+                attempts = t.attempts + CASE WHEN t.status = 'assigned' THEN 1 ELSE 0 END,
+                lease_expires_at = {_NOW} + make_interval(secs => t.lease_s)
+            FROM held WHERE t.id = held.id AND held.result IS NULL
+        ), done AS (
+            UPDATE tasks t SET status = 'completed', result = held.result::jsonb,
+                error = NULL, reason = NULL, finished_at = {_NOW}, lease_token = NULL,
+                lease_expires_at = NULL,
+                attempts = t.attempts + CASE WHEN t.status = 'assigned' THEN 1 ELSE 0 END
+            FROM held WHERE t.id = held.id AND held.result IS NOT NULL
+            RETURNING t.id
+        ), freed AS ({_FREE_SLOTS.format(src="done")})
+        SELECT d.ids, {_C_COLUMNS}
+        FROM (SELECT coalesce(array_agg(id), '{{}}') AS ids FROM done) d
+        LEFT JOIN LATERAL claim_tasks(%(worker)s, %(kinds)s, NULL, %(limit)s, %(start)s,
+                                      %(now)s, %(lease)s) c ON true""",
     "fail": f"""
         WITH f AS (
             UPDATE tasks t SET

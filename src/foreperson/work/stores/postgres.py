@@ -636,6 +636,33 @@ class PostgresStore:
                                       "results": results})
         return {r[0] for r in rows}
 
+    def complete_and_claim(self, starts: Mapping[str, str],
+                           items: Sequence[tuple[str, str, Any]], worker: str,
+                           kinds: Collection[str], limit: int, *, start: int = 0,
+                           lease_s: float = 90.0) -> tuple[set[str], list[Task]]:
+        """A worker process's turn in one statement (one round trip, one commit): mark
+        ``starts`` RUNNING, store ``items``' results (``[(task_id, token, result), …]``)
+        and claim up to ``limit`` tasks of ``kinds`` for ``worker``, the first ``start``
+        of them RUNNING. Fenced like the separate calls.
+
+        Returns:
+            ``(ids whose result was stored, tasks claimed)``.
+
+        Raises:
+            TypeError: a result is not JSON (nothing is written).
+            StoreError: the database failed (nothing is written).
+        """
+        ids = list(starts) + [i for i, _, _ in items]
+        tokens = list(starts.values()) + [t for _, t, _ in items]
+        results: list[str | None] = [None] * len(starts)
+        results += [json.dumps(r) for _, _, r in items]
+        rows = self._run("turn", {"ids": ids, "tokens": tokens, "results": results,
+                                  "worker": worker, "kinds": list(kinds),
+                                  "limit": max(0, limit), "start": max(0, start),
+                                  "lease": float(lease_s)})
+        stored = set(rows[0][0]) if rows else set()
+        return stored, [_row_to_task(r[1:]) for r in rows if r[1] is not None]
+
     def _delay_s(self, at: float) -> float:
         """Epoch seconds on the caller's clock -> seconds from now, so the server adds
         the delay to its own time."""

@@ -215,14 +215,15 @@ Q = {
           AND (lease_expires_at < :now
                OR (:prefix IS NOT NULL AND substr(assigned_to, 1, length(:prefix)) = :prefix))
         RETURNING id, seq""",
+    # driven from the DEAD tasks (few), not from every waiting one
     "park": """
         UPDATE tasks SET status = 'dead', finished_at = :now, reason = 'dependency_dead',
             error = 'dependency ' || (SELECT d.dep_id FROM task_deps d JOIN tasks p
                                       ON p.id = d.dep_id WHERE d.task_id = tasks.id
                                       AND p.status = 'dead' LIMIT 1) || ' is dead'
-        WHERE status IN ('pending', 'failed') AND EXISTS (
-            SELECT 1 FROM task_deps d JOIN tasks p ON p.id = d.dep_id
-            WHERE d.task_id = tasks.id AND p.status = 'dead')
+        WHERE status IN ('pending', 'failed') AND id IN (
+            SELECT d.task_id FROM tasks p JOIN task_deps d ON d.dep_id = p.id
+            WHERE p.status = 'dead')
         RETURNING id""",
     "parked_dependents": """
         SELECT t.id FROM task_deps d JOIN tasks t ON t.id = d.task_id
