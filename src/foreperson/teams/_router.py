@@ -25,9 +25,9 @@ from ._events import CapReachedEvent, LoopDetectedEvent
 from ._records import FINISH, Delegation, RouteDecision, RouteRecord
 from ._run import (
     TeamRun,
+    TeamStore,
     check_roster,
     failure_message,
-    find_store,
     is_running_above,
     output_message,
     resolve_worker,
@@ -109,7 +109,7 @@ class _RouterRun(TeamRun):
         self.answered: set[tuple[str, str]] = set()
 
 
-class Router:
+class Router(TeamStore):
     """Seed 004's typed router: the agent's model returns a :class:`RouteDecision`
     (``next`` a closed set: the roster plus ``"FINISH"``) after each worker's output;
     :func:`route` reads the specialist-call counter first, so ``max_specialist_calls``
@@ -213,19 +213,6 @@ class Router:
         self._roster.update(check_roster("router", {name: agent}))
         self.decision_type = RouteDecision.for_workers(list(self._roster))
         self._systems.clear()
-
-    @property
-    def store(self) -> TaskStore:
-        """The store given, else this router's own in-memory store."""
-        if self._store is not None:
-            return self._store
-        if self._default_store is None:
-            self._default_store = MemoryStore()
-        return self._default_store
-
-    def store_for(self, ctx: RunContext) -> TaskStore:
-        """The store given, else the enclosing team's, else :attr:`store`."""
-        return find_store(ctx, self._store, lambda: self.store)
 
     # --- the loop -----------------------------------------------------------------------
 

@@ -856,6 +856,29 @@ class TeamRun:
             specialist_calls=self.specialist_calls)
 
 
+class TeamStore:
+    """Where a team architecture records its delegations (mixed into every shape): the
+    store it was given (``_store``), else one in-memory store of its own, made on first
+    use (``_default_store``)."""
+
+    _store: TaskStore | None
+    _default_store: MemoryStore | None
+
+    @property
+    def store(self) -> TaskStore:
+        """The store given, else this team's own in-memory store."""
+        if self._store is not None:
+            return self._store
+        if self._default_store is None:
+            self._default_store = MemoryStore()
+        return self._default_store
+
+    def store_for(self, ctx: RunContext) -> TaskStore:
+        """The store a run records its delegations in: the one given, else the enclosing
+        team's, else the durable runtime's, else :attr:`store`."""
+        return find_store(ctx, self._store, lambda: self.store)
+
+
 def find_store(ctx: RunContext, own: TaskStore | None, default: Callable[[], TaskStore]
                ) -> TaskStore:
     """The store of a team run: its own, else the nearest enclosing team run's (so a

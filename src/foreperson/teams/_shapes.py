@@ -18,9 +18,9 @@ from ..work import MemoryStore, TaskStore
 from ._records import Delegation
 from ._run import (
     TeamRun,
+    TeamStore,
     check_roster,
     failure_message,
-    find_store,
     first_error,
     output_message,
     work_prompt,
@@ -47,7 +47,7 @@ def _roster(shape: str, agents: Sequence[Agent[Any]]) -> dict[str, Agent[Any]]:
     return check_roster(shape, named)
 
 
-class _FixedShape:
+class _FixedShape(TeamStore):
     """What the pipeline and the parallel shape share: options, roster, store."""
 
     def __init__(self, *, store: TaskStore | None, max_attempts: int, retry_backoff_s: float,
@@ -69,19 +69,6 @@ class _FixedShape:
     def roster(self) -> dict[str, Agent[Any]]:
         """The agents, by name, in order."""
         return dict(self._roster)
-
-    @property
-    def store(self) -> TaskStore:
-        """The store given, else this team's own in-memory store."""
-        if self._store is not None:
-            return self._store
-        if self._default_store is None:
-            self._default_store = MemoryStore()
-        return self._default_store
-
-    def store_for(self, ctx: RunContext) -> TaskStore:
-        """The store given, else the enclosing team's, else :attr:`store`."""
-        return find_store(ctx, self._store, lambda: self.store)
 
 
 class Pipeline(_FixedShape):

@@ -31,9 +31,9 @@ from ._events import CapReachedEvent, LoopDetectedEvent, WorkerSpawnedEvent
 from ._records import Delegation, RouteRecord
 from ._run import (
     TeamRun,
+    TeamStore,
     check_roster,
     failure_report,
-    find_store,
     io,
     is_running_above,
     resolve_worker,
@@ -146,7 +146,7 @@ class _SupervisorRun(TeamRun):
         return super().best_effort(result)
 
 
-class Supervisor:
+class Supervisor(TeamStore):
     """Seed 001's supervisor architecture: the agent's model manages a team of worker
     agents through tools, on the ReAct loop.
 
@@ -326,20 +326,6 @@ class Supervisor:
             raise ConfigurationError(f"Supervisor.add_worker: {name!r} is in the roster already")
         self._roster.update(check_roster("supervisor", {name: agent}))
         self._tool_sets.clear()
-
-    @property
-    def store(self) -> TaskStore:
-        """The store given, else this supervisor's own in-memory store."""
-        if self._store is not None:
-            return self._store
-        if self._default_store is None:
-            self._default_store = MemoryStore()
-        return self._default_store
-
-    def store_for(self, ctx: RunContext) -> TaskStore:
-        """The store a run records its delegations in: the one given, else the enclosing
-        team's, else :attr:`store`."""
-        return find_store(ctx, self._store, lambda: self.store)
 
     # --- tools --------------------------------------------------------------------------
 
