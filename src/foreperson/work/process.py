@@ -86,10 +86,12 @@ class AppWorker(Worker):
         app: the App.
         name: the worker's name (``host:pid`` for ``foreperson worker``).
         kinds: kinds to take (default: all of the app's).
-        concurrency: tasks at once (>= 1).
+        concurrency: calls at once (>= 1); a batch worker (the app's functions were
+            registered with ``batch_size``) takes up to that many tasks per call.
 
     Raises:
-        ConfigurationError: a kind the app does not have, or an app without functions.
+        ConfigurationError: a kind the app does not have, an app without functions, or
+            batch and one-task functions mixed.
     """
 
     def __init__(self, app: App, name: str, *, kinds: list[str] | None = None,
@@ -101,9 +103,18 @@ class AppWorker(Worker):
                 f"the app has no task function for {unknown}; it has {sorted(app.kinds)}")
         if not chosen:
             raise ConfigurationError("the app has no task functions")
-        super().__init__(name, chosen, concurrency=concurrency)
+        super().__init__(name, chosen, concurrency=concurrency,
+                         batch_size=app.batch_size_of(chosen))
         self._functions = {k: app.functions[k] for k in chosen}
         self._threads = anyio.CapacityLimiter(concurrency)
+
+    async def execute_batch(self, tasks: list[Task]) -> Any:
+        """Run a batch's function (one kind): awaited when async, in a thread when
+        blocking."""
+        fn = self._functions[tasks[0].kind]
+        if _is_coroutine_function(fn):
+            return await fn(tasks)
+        return await anyio.to_thread.run_sync(fn, tasks, limiter=self._threads)
 
     async def execute(self, task: Task) -> Any:
         """Run the task's function: awaited when async, in a thread when blocking."""
@@ -144,7 +155,7 @@ def process_supervisor(store: TaskStore, worker: Worker, *, stale_after_s: float
     prefetch = max(1, worker.concurrency // 2) if prefetch is None else prefetch
     supervisor = Supervisor(store, pull=True, stale_after=stale_after_s, prefetch=prefetch,
                             kinds=worker.can_do)
-    supervisor.claim_batch = worker.concurrency + prefetch
+    supervisor.claim_batch = worker.slots + prefetch * (worker.batch_size or 1)
     supervisor.register(worker)
     return supervisor
 
