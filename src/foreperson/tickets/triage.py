@@ -47,17 +47,18 @@ _DOWN_SUBJECTS = (r"(?:servers?|site|website|web ?site|service|services|system|s
 
 _OUTAGE = {
     "en": _any(r"\boutages?\b", r"\bdown ?time\b",
+               r"(?<!price )(?<!prices )(?<!cost )(?<!costs )(?<!rate )"
                r"\b(?:went|goes|go|going|is|are|was|were|been|be) down\b",
                rf"\b{_DOWN_SUBJECTS}(?: \w+)? (?:is|are|was|were|has been|have been|keeps? going) "
                r"(?:completely |totally |still |all )?(?:down|offline|unreachable|unavailable)",
                rf"\b{_DOWN_SUBJECTS} down\b", r"\bnot (?:reachable|available) (?:at all|for (?:anyone|everyone|all))",
                r"\bunreachable\b", r"\bservice unavailable\b", r"\b50[23] errors?\b",
-               r"\bdown for (?:everyone|all|us|our)\b", r"\bnothing (?:loads|works)\b",
+               r"\bdown for (?:everyone|all|us|our)\b",
                r"\bservice (?:disruption|interruption)s?\b"),
     "de": _any(r"\w*ausf[äa]ll\w*", r"\bausgefallen\b", r"\bnicht (?:mehr )?erreichbar\b",
                r"\bst[öo]rung(?:en)?\b", r"\bserver (?:ist |sind )?down\b",
                r"\b(?:komplett|völlig|total) (?:down|offline)\b", r"\bnichts (?:lädt|geht) mehr\b"),
-    "es": _any(r"\bca[íi]d[oa]s?\b", r"\bse (?:ha )?ca[íi]do\b", r"\bfuera de servicio\b",
+    "es": _any(r"\bca[íi]d[oa]s?\b(?! de (?:precios?|ventas|la demanda))", r"\bse (?:ha )?ca[íi]do\b", r"\bfuera de servicio\b",
                r"\binterrupci[oó]n(?:es)?\b", r"\bsin servicio\b", r"\bno (?:est[áa] )?disponible para nadie\b",
                r"\bno funciona para nadie\b"),
     "fr": _any(r"\bpannes? (?:g[ée]n[ée]rales?|de (?:service|serveur|r[ée]seau|syst[èe]me))\b",
@@ -86,7 +87,7 @@ _SECURITY = {
                r"\bviolaci[oó]n de (?:datos|seguridad)\b", r"\bbrecha de (?:seguridad|datos)\b",
                r"\bfraude\w*", r"\bphishing\b", r"\bmalware\b", r"\bcomprometid[oa]s?\b",
                r"\brobo de (?:identidad|datos|cuenta)\b", r"\bvulnerabilidad(?:es)?\b",
-               r"\bfuga de datos\b", r"\brobad[oa]s?\b"),
+               r"\bfuga de datos\b", r"\brobad[oa]s?\b", r"\brobaron\b"),
     "fr": _any(r"\bpirat[ée]e?s?\b", r"\bpiratage\b", r"\bfuite de donn[ée]es\b",
                r"\bacc[èe]s non autoris[ée]\b", r"\bnon autoris[ée]e?s?\b", r"\bhame[çc]onnage\b",
                r"\bphishing\b", r"\bfraude\w*", r"\bmalware\b", r"\blogiciel malveillant\b",
@@ -125,7 +126,7 @@ _SUE = re.compile(r"\b(?:will|going to|gonna|shall|to|could|may|might|would|we'l
 
 _ANGRY = {
     "en": _any(r"\bunacceptable\b", r"\bridiculous\b", r"\bfurious\b", r"\boutrageous\b",
-               r"\bthe worst\b", r"\bdisgusting\b", r"\bfed up\b", r"\bpathetic\b",
+               r"\bworst\b", r"\bdisgusting\b", r"\bfed up\b", r"\bpathetic\b",
                r"\bincompetent\b", r"\bscam\b", r"\bdisgrace\w*", r"\bfurious\b",
                r"\bsick and tired\b", r"\bshame on you\b", r"\bnever again\b", r"\bangry\b",
                r"\bterrible service\b", r"\bhorrible\b", r"\babsolute(?:ly)? (?:joke|useless)\b"),
@@ -167,7 +168,7 @@ _PERSON = {
                r"\bescalate\b", r"\b(?:not|no) (?:a )?(?:bot|robot|chatbot|automated (?:reply|answer))\b",
                r"\bgive me a call\b"),
     "de": _any(r"\bmit einem (?:menschen|mitarbeiter|vorgesetzten|verantwortlichen)\b",
-               r"\bpers[öo]nlich sprechen\b", r"\bvorgesetzt\w*", r"\br[üu]ckruf\w*",
+               r"\bpers[öo]nlich sprechen\b", r"\bvorgesetzt\w*", r"\br[üu]ckruf\b",
                r"\brufen sie mich\b", r"\bechte[nrm]? (?:mensch|person)\w*", r"\bkein(?:en)? bot\b"),
     "es": _any(r"\bhablar con (?:una persona|un agente|un humano|alguien|un supervisor|un responsable|"
                r"un encargado|el encargado|el responsable|un ser humano)\b",
@@ -303,7 +304,7 @@ _PROMISES = {
         r"\bsetzen uns (?:\w+ )?mit ihnen in verbindung\b",
         r"\b(?:le|te|lo|la) (?:llamaremos|llamar[áa]|contactaremos|contactar[áa])\b",
         r"\bnos pondremos en contacto\b", r"\bse pondr[áa] en contacto\b",
-        r"\bvous rappeler(?:ons|a)?\b", r"\bvous (?:contacterons|contactera|appellerons|appellera)\b",
+        r"\bvous rappell?er(?:ons|a|ai)?\b", r"\bvous (?:contacterons|contactera|appellerons|appellera)\b",
         r"\bprendr(?:ons|a) contact avec vous\b", r"\breviendr(?:ons|a) vers vous\b",
         r"\b(?:entraremos|entrar[áa]) em contato\b", r"\b(?:vamos|iremos|vai) (?:ligar|contatar|retornar)\b",
         r"\bligaremos\b"),

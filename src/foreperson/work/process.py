@@ -36,7 +36,7 @@ from ..errors import ConfigurationError, StoreError
 from .app import App
 from .store import TaskStore, TracksWorkers
 from .supervisor import Supervisor
-from .task import Task
+from .task import Status, Task
 from .worker import Worker
 
 __all__ = ["AppWorker", "default_worker_name", "load_app", "process_supervisor", "serve"]
@@ -184,6 +184,7 @@ async def serve(supervisor: Supervisor, *, grace_s: float = 30.0,
     process = _Process(supervisor, grace_s)
     async with anyio.create_task_group() as tg:
         tg.start_soon(process.registration)
+        tg.start_soon(process.report_unclaimable)
         if signals:
             tg.start_soon(process.watch_signals)
         tg.start_soon(process.enforce_grace)
@@ -218,6 +219,25 @@ class _Process:
             except StoreError as exc:
                 log.warning("cannot record this worker's heartbeat: %s", exc)
             await anyio.sleep(self.supervisor.heartbeat_every_s)
+
+    async def report_unclaimable(self, every_s: float = 30.0) -> None:
+        """Log, once per kind, the kinds of pending tasks this worker cannot take (a
+        worker started with other settings than the job that waits for it)."""
+        told: set[str] = set()
+        while True:
+            try:
+                pending = await anyio.to_thread.run_sync(
+                    lambda: self.supervisor.store.list_tasks(status=Status.PENDING, limit=500))
+            except StoreError as exc:
+                log.warning("cannot list pending tasks: %s", exc)
+                pending = []
+            strange = sorted({t.kind for t in pending} - set(self.worker.can_do) - told)
+            if strange:
+                told.update(strange)
+                log.warning("pending tasks of kinds this worker cannot take: %s (it takes %s); "
+                            "start a worker whose app and settings provide them",
+                            ", ".join(strange[:5]), ", ".join(sorted(self.worker.can_do)[:5]))
+            await anyio.sleep(every_s)
 
     async def watch_signals(self) -> None:
         """First SIGTERM/SIGINT: stop claiming; the second: give held tasks back now."""
