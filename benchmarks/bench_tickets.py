@@ -95,7 +95,7 @@ def main() -> None:
         job_s.append(_timed([sys.executable, "-m", "foreperson.cli.main", "tickets", source,
                              "--workers", str(args.workers), "--db", f"job{i}.db", "--out",
                              f"job{i}.jsonl", "--no-progress", *extra], work))
-    lines = sum(1 for _ in open(os.path.join(work, "job0.jsonl"), encoding="utf-8"))
+    lines = len(Path(work, "job0.jsonl").read_text(encoding="utf-8").splitlines())
     job, script = statistics.median(job_s), statistics.median(plain_s)
     print(json.dumps({"bench": "tickets", "input": os.path.basename(source), "tickets": lines,
                       "examples": os.path.basename(args.examples or "") or "bundled",

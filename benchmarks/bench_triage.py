@@ -25,9 +25,10 @@ def scores(rows: list[dict]) -> dict[str, dict[str, float]]:
     out = {}
     found = [{s.name for s in ticket_signals(r["text"], r["language"])} for r in rows]
     for signal in SIGNALS:
-        tp = sum(signal in f and signal in r["signals"] for f, r in zip(found, rows))
-        fp = sum(signal in f and signal not in r["signals"] for f, r in zip(found, rows))
-        fn = sum(signal not in f and signal in r["signals"] for f, r in zip(found, rows))
+        pairs = [(signal in f, signal in r["signals"]) for f, r in zip(found, rows, strict=True)]
+        tp = sum(got and want for got, want in pairs)
+        fp = sum(got and not want for got, want in pairs)
+        fn = sum(want and not got for got, want in pairs)
         out[signal] = {"tp": tp, "fp": fp, "fn": fn,
                        "precision": round(tp / (tp + fp), 3) if tp + fp else 1.0,
                        "recall": round(tp / (tp + fn), 3) if tp + fn else 1.0}
@@ -35,7 +36,8 @@ def scores(rows: list[dict]) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "tests/fixtures/triage/triage_set.jsonl"
+    default = ROOT / "tests" / "fixtures" / "triage" / "triage_set.jsonl"
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else default
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     table = scores(rows)
     for signal, row in table.items():

@@ -555,12 +555,6 @@ def _check_earlier_run(tickets: TicketFile, store: TaskStore, outbox: Outbox,
               if t.kind.startswith(CLASSIFY)}
     where = tickets.path or "<input>"
     ours = {t.id for t in tickets.tickets}
-    strangers = sorted(set(stored) - ours)
-    if strangers:
-        raise ConfigurationError(
-            f"the task database already holds {len(strangers)} ticket(s) that are not in "
-            f"{where} (e.g. {strangers[0]}): it belongs to another input; give this input "
-            "its own --db and --out (or --schema with --dsn)")
     for ticket in tickets.tickets:
         earlier = stored.get(ticket.id)
         if earlier is None:
@@ -575,6 +569,12 @@ def _check_earlier_run(tickets: TicketFile, store: TaskStore, outbox: Outbox,
                 "this task database (an earlier run on other input): use another --db (or "
                 "--schema with --dsn) and --out for this input", path=where, line=ticket.line)
         _check_settings(earlier.get("settings"), job.settings)
+    strangers = sorted(set(stored) - ours)
+    if strangers:
+        raise ConfigurationError(
+            f"the task database already holds {len(strangers)} ticket(s) that are not in "
+            f"{where} (e.g. {strangers[0]}): it belongs to another input; give this input "
+            "its own --db and --out (or --schema with --dsn)")
     others = sorted(outbox.sent - ours)
     if others:
         raise ConfigurationError(

@@ -518,8 +518,8 @@ class TicketModel:
         flags = []
         similarity = float(scores[k])
         if similarity < self.min_similarity:
-            flags.append(f"no similar answered example (similarity {similarity:.2f} < "
-                         f"{self.min_similarity:.2f})")
+            flags.append(f"no similar answered example (similarity {similarity:.3f} < "
+                         f"{self.min_similarity:.3f})")
         foreign = foreign_identifiers(answer, text)
         if foreign:
             flags.append("draft quotes details not in the ticket (" + ", ".join(foreign[:3])
