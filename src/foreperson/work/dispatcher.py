@@ -58,15 +58,18 @@ class Dispatcher:
         lease_s: the lease of a task that has no ``stale_after`` of its own, seconds.
         pull: workers claim for themselves into their free slots instead of being
             chosen per task (worker processes: placement emerges from free room).
-        claim_batch: most tasks claimed in one store transaction.
+        claim_batch: most tasks claimed in one store transaction; None (default):
+            16, or half of all slots when there are more (64 workers are fed in two
+            transactions, not eight).
     """
 
     def __init__(self, strategy: str, *, lease_s: float, pull: bool = False,
-                 claim_batch: int = 16) -> None:
+                 claim_batch: int | None = None) -> None:
         self.strategy = strategy
         self.lease_s = lease_s
         self.pull = pull
-        self.claim_batch = claim_batch
+        self._auto_batch = claim_batch is None
+        self.claim_batch = 16 if claim_batch is None else claim_batch
         self.workers: dict[str, Worker] = {}
         self._slots: dict[str, WorkerSlot] = {}
         self._flights: dict[tuple[str, str], Flight] = {}
@@ -83,6 +86,9 @@ class Dispatcher:
             self._slots[worker.name] = WorkerSlot(worker.name, worker.can_do,
                                                   dict(worker.skill),
                                                   capacity=worker.slots)
+            if self._auto_batch:
+                total = sum(w.slots for w in self.workers.values())
+                self.claim_batch = max(16, total // 2)
 
     def kinds(self) -> set[str]:
         """Kinds some worker of this dispatcher can do."""
