@@ -1,18 +1,24 @@
-"""Seed 000's nightly job, scaled down: 2,000 tickets of 6.2 ms of agent time each.
+"""Seed 000's nightly job, scaled down: 2,000 tickets of agent time each.
 
-Usage: python benchmarks/bench_nightly.py [N] [WORKERS ...]
+Usage: python benchmarks/bench_nightly.py [N] [WORKERS ...] [--per-ticket SECONDS]
+       [--batch-size N]
 
-Each ticket is either one task of 6.2 ms, or the ticket job's shape: three linked tasks
-(classify 2.5 ms -> draft 2.5 ms -> triage 1.2 ms). The time is simulated I/O (an async
-sleep), on the durable SQLite store. Prints one JSON line per run with
-efficiency = ideal / actual, where ideal = N x 6.2 ms / workers.
+Each ticket is either one task, or the ticket job's shape: three linked tasks
+(classify 40 % -> draft 40 % -> triage 20 % of the ticket's time). The default time
+per ticket is 62 ms (seed 000's 6.2 s, scaled to 1 %; ``--per-ticket 0.0062`` for the
+older 0.1 % scale). The time is simulated I/O (an async sleep), on the durable SQLite
+store. With ``--batch-size``, each worker takes up to that many ready tasks of one kind
+per call and works through them one after the other (the same agent time per ticket:
+only the bookkeeping is shared). Prints one JSON line per run with
+efficiency = ideal / actual, where ideal = N x per-ticket time / workers, measured in
+the same run.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 
@@ -21,7 +27,7 @@ import anyio._backends._asyncio  # noqa: F401  (import cost is not part of the d
 
 from foreperson.work import SqliteStore, Status, Supervisor, Task, Worker
 
-STAGES = {"classify": 0.0025, "draft": 0.0025, "triage": 0.0012}
+SHARES = {"classify": 0.4, "draft": 0.4, "triage": 0.2}
 
 
 async def agent_time(task: Task) -> dict:
@@ -29,30 +35,37 @@ async def agent_time(task: Task) -> dict:
     return {"ok": True}
 
 
-def run(n: int, workers: int, shape: str) -> dict:
+async def agent_time_batch(tasks: list[Task]) -> list[dict]:
+    await anyio.sleep(sum(t.payload["s"] for t in tasks))
+    return [{"ok": True} for _ in tasks]
+
+
+def run(n: int, workers: int, shape: str, per_ticket: float, batch: int | None) -> dict:
     store = SqliteStore(os.path.join(tempfile.mkdtemp(prefix="fp-nightly-"), "n.db"))
     sup = Supervisor(store)
-    kinds = {"ticket"} | set(STAGES)
+    kinds = {"ticket"} | set(SHARES)
     for i in range(workers):
-        sup.register(Worker(f"w{i}", kinds, fn=agent_time))
+        sup.register(Worker(f"w{i}", kinds, fn=agent_time_batch if batch else agent_time,
+                            batch_size=batch))
     tasks: list[Task] = []
     for i in range(n):
         if shape == "one-task":
-            tasks.append(Task("ticket", {"s": 0.0062}, id=f"{i}"))
+            tasks.append(Task("ticket", {"s": per_ticket}, id=f"{i}"))
         else:
             prev: list[str] = []
-            for stage, seconds in STAGES.items():
-                task = Task(stage, {"s": seconds}, id=f"{i}/{stage}", depends_on=prev,
-                            estimate_s=seconds)
+            for stage, share in SHARES.items():
+                task = Task(stage, {"s": per_ticket * share}, id=f"{i}/{stage}",
+                            depends_on=prev, estimate_s=per_ticket * share)
                 tasks.append(task)
                 prev = [task.id]
     sup.add_tasks(tasks)
     t0 = time.perf_counter()
     report = sup.run_sync()
     actual = time.perf_counter() - t0
-    ideal = n * 0.0062 / workers
+    ideal = n * per_ticket / workers
     store.close()
     return {"bench": "nightly", "shape": shape, "n": n, "workers": workers,
+            "per_ticket_s": per_ticket, "batch_size": batch,
             "ideal_s": round(ideal, 3), "actual_s": round(actual, 3),
             "efficiency": round(ideal / actual, 3),
             "tickets_per_s": round(n / actual),
@@ -61,11 +74,17 @@ def run(n: int, workers: int, shape: str) -> dict:
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    widths = [int(w) for w in sys.argv[2:]] or [8, 64]
-    for shape in ("one-task", "three-tasks"):
-        for workers in widths:
-            print(json.dumps(run(n, workers, shape)), flush=True)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("n", nargs="?", type=int, default=2000)
+    parser.add_argument("workers", nargs="*", type=int)
+    parser.add_argument("--per-ticket", type=float, default=0.062)
+    parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--shapes", default="one-task,three-tasks")
+    args = parser.parse_args()
+    for shape in args.shapes.split(","):
+        for workers in args.workers or [8, 64]:
+            print(json.dumps(run(args.n, workers, shape, args.per_ticket, args.batch_size)),
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from foreperson.cli.tickets import default_names
+from foreperson.tickets.language import LANGUAGES
 from foreperson.tickets.model import bundled_examples
 from foreperson.work import SqliteStore, Status
 
@@ -51,9 +53,10 @@ def test_ticket_job_writes_one_line_per_ticket(tmp_path):
                       "out.jsonl", "--no-progress", cwd=tmp_path)
     results = read_results(tmp_path / "out.jsonl")
     assert sorted(r["id"] for r in results) == ids
-    assert set(results[0]) == {"id", "category", "priority", "needs_human", "reason",
-                               "draft_reply", "attempts"}
+    assert set(results[0]) == {"id", "category", "confidence", "priority", "language",
+                               "needs_human", "reason", "draft_reply", "attempts"}
     assert all(r["attempts"] == 1 and r["draft_reply"] for r in results)   # no retries
+    assert all(0 <= r["confidence"] <= 1 and r["language"] in LANGUAGES for r in results)
     assert {r["category"] for r in results} <= {e.category for e in bundled_examples()}
     assert "60/60 tickets written" in done.stdout
     # re-running the finished job changes nothing
@@ -132,7 +135,8 @@ def test_examples_file_sets_the_categories(tmp_path):
     assert results["a"]["category"] == "Billing Desk"
     assert results["b"]["category"] == "Tech Desk"
     assert results["b"]["draft_reply"] == "Please update the app."
-    assert (tmp_path / "in.tasks.db").exists()        # the default --db
+    db, _ = default_names(tmp_path / "in.csv")
+    assert (tmp_path / db).exists()        # the default --db
 
 
 def test_status_and_retry_commands(tmp_path):
@@ -178,7 +182,9 @@ def test_status_tells_a_dead_holder_from_a_live_one(tmp_path):
 def test_the_readme_sample_runs(tmp_path):
     sample = ROOT / "examples" / "tickets_sample.csv"
     foreperson("tickets", str(sample), "--workers", "8", "--no-progress", cwd=tmp_path)
-    results = read_results(tmp_path / "tickets_sample.results.jsonl")
+    _, out = default_names(sample)
+    assert out.startswith("tickets_sample.") and out.endswith(".results.jsonl")
+    results = read_results(tmp_path / out)
     assert len(results) == 25
     flagged = {r["id"]: r["reason"] for r in results if r["needs_human"]}
     assert "legal" in flagged["T-1016"] and "security" in flagged["T-1005"]
@@ -204,9 +210,10 @@ def test_a_changed_input_is_not_mixed_with_an_earlier_run(tmp_path):
     (tmp_path / "tickets.csv").write_text("subject,body\nRefund,charged twice\nCrash,app crashes\n")
     other = foreperson("tickets", "tickets.csv", "--examples", "labels.csv", "--no-progress",
                        cwd=tmp_path, check=False)
-    assert other.returncode == 2 and "other examples or another model" in other.stderr
+    assert other.returncode == 2 and "other --examples or another --model" in other.stderr
     assert "2 label(s) have fewer than 3 examples" in other.stderr
-    assert len(read_results(tmp_path / "tickets.results.jsonl")) == 2     # nothing lost
+    _, out = default_names(tmp_path / "tickets.csv")
+    assert len(read_results(tmp_path / out)) == 2     # nothing lost
 
 
 def test_ctrl_c_says_how_to_continue(tmp_path):
@@ -254,3 +261,117 @@ def test_the_job_ends_when_its_own_tickets_are_done(tmp_path):
     store = SqliteStore(tmp_path / "shared.db")
     assert store.get("other-app-task").status is Status.PENDING
     store.close()
+
+
+def _nightly(path: Path, numbers: range) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["id", "subject", "body"])
+        for i in numbers:
+            writer.writerow([f"N-{i}", f"s{i}", f"please refund invoice {i}"])
+
+
+def test_two_nightly_files_of_one_name_never_share_results(tmp_path):
+    _nightly(tmp_path / "day1" / "tickets.csv", range(1, 21))
+    _nightly(tmp_path / "day2" / "tickets.csv", range(11, 31))   # 10 of day 1's again
+    first = foreperson("tickets", "day1/tickets.csv", "--workers", "2", "--no-progress",
+                       cwd=tmp_path)
+    second = foreperson("tickets", "day2/tickets.csv", "--workers", "2", "--no-progress",
+                        cwd=tmp_path)
+    outs = [default_names(tmp_path / d / "tickets.csv")[1] for d in ("day1", "day2")]
+    assert outs[0] != outs[1]
+    assert sorted(r["id"] for r in read_results(tmp_path / outs[1])) == sorted(
+        f"N-{i}" for i in range(11, 31))
+    assert "20/20 tickets written" in first.stdout and "20/20 tickets written" in second.stdout
+    again = foreperson("tickets", "day2/tickets.csv", "--workers", "2", "--no-progress",
+                       cwd=tmp_path)
+    assert "20/20 tickets written" in again.stdout
+    assert "(20 of them by an earlier run on this task database)" in again.stdout
+    # one --db for two inputs: refused, saying what to do
+    mixed = foreperson("tickets", "day1/tickets.csv", "--db", default_names(
+        tmp_path / "day2" / "tickets.csv")[0], "--out", "x.jsonl", "--no-progress",
+        cwd=tmp_path, check=False)
+    assert mixed.returncode == 2
+    assert "holds 10 ticket(s) that are not in day1/tickets.csv" in mixed.stderr
+    assert "its own --db and --out" in mixed.stderr
+
+
+def test_repeated_rows_are_processed_once_and_conflicts_named_together(tmp_path):
+    rows = [["id", "subject", "body"]] + [[f"T-{i}", "", f"please refund invoice {i}"]
+                                          for i in range(1, 11)]
+    with (tmp_path / "dup.csv").open("w", newline="") as f:
+        csv.writer(f).writerows(rows + [rows[7], rows[3]])
+    done = foreperson("tickets", "dup.csv", "--workers", "2", "--out", "o.jsonl",
+                      "--no-progress", cwd=tmp_path)
+    assert "dup.csv:12: skipped ticket T-7: repeats line 8" in done.stderr
+    assert len(read_results(tmp_path / "o.jsonl")) == 10
+    with (tmp_path / "bad.csv").open("w", newline="") as f:
+        csv.writer(f).writerows(rows + [["T-7", "", "other"], ["T-3", "", "other"]])
+    bad = foreperson("tickets", "bad.csv", cwd=tmp_path, check=False)
+    assert bad.returncode == 2 and "2 ticket id(s) are used by rows with different text" in (
+        bad.stderr)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--workers", "0"], "--workers 0 only makes sense with --dsn"),
+    (["--schema", "x"], "--schema goes with --dsn"),
+    (["--db", "a.db", "--dsn", "postgresql://nobody@127.0.0.1:1/x"], "not both"),
+    (["--db", "same.jsonl", "--out", "same.jsonl"], "--db and --out are the same file"),
+    (["--out", "/proc/res.jsonl"], "--out /proc/res.jsonl: cannot"),
+    (["--db", "/proc/x/t.db"], "--db /proc/x/t.db: cannot"),
+    (["--examples", "missing.csv"], "--examples missing.csv: no such file"),
+    (["--base-url", "http://127.0.0.1:1"], "--base-url goes with --model"),
+])
+def test_usage_errors_come_before_any_training(tmp_path, args, message):
+    sample = str(ROOT / "examples" / "tickets_sample.csv")
+    began = time.monotonic()
+    proc = foreperson("tickets", sample, *args, cwd=tmp_path, check=False)
+    took = time.monotonic() - began
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1                     # one line
+    assert "training" not in proc.stderr and took < 4.0     # training alone takes longer
+    assert not list(tmp_path.glob("*.db")) and not list(tmp_path.glob("*.jsonl"))
+
+
+def test_standard_input_and_pipes_are_named(tmp_path):
+    stdin = foreperson("tickets", "-", cwd=tmp_path, check=False)
+    assert stdin.returncode == 2 and "standard input is not supported" in stdin.stderr
+    (tmp_path / "pipe.csv").write_text('id|subject|body\n1|"Refund"|"twice"\n')
+    pipe = foreperson("tickets", "pipe.csv", cwd=tmp_path, check=False)
+    assert pipe.returncode == 2 and "is the separator '|'?" in pipe.stderr
+
+
+def test_a_rerun_with_one_setting_changed_names_it(tmp_path):
+    (tmp_path / "in.csv").write_text("id,body\n1,please refund\n2,app crashes\n")
+    foreperson("tickets", "in.csv", "--workers", "2", "--no-progress", cwd=tmp_path)
+    changed = foreperson("tickets", "in.csv", "--target-precision", "0.8", "--no-progress",
+                         cwd=tmp_path, check=False)
+    assert changed.returncode == 2
+    assert "--target-precision was 0.9 in the earlier run" in changed.stderr
+    fixed = foreperson("tickets", "in.csv", "--min-confidence", "0.3", "--no-progress",
+                       cwd=tmp_path, check=False)
+    assert fixed.returncode == 2 and "--min-confidence was not given" in fixed.stderr
+
+
+def test_evaluate_prints_scores_against_baselines(tmp_path):
+    with (tmp_path / "labelled.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["body", "queue"])
+        for i in range(15):
+            writer.writerow([f"my invoice {i} shows a wrong charge", "Billing"])
+            writer.writerow([f"the parcel {i} was never delivered", "Shipping"])
+    proc = foreperson("tickets", "--evaluate", "--examples", "labelled.csv", cwd=tmp_path)
+    assert "foreperson" in proc.stdout and "baseline: majority class" in proc.stdout
+    assert "Billing" in proc.stdout and "confidence threshold" in proc.stdout
+    first = next(line for line in proc.stdout.splitlines() if line.startswith("foreperson "))
+    assert first.split()[1:] == ["1.000", "1.000"]
+    missing = foreperson("tickets", "--evaluate", cwd=tmp_path, check=False)
+    assert missing.returncode == 2 and "--evaluate needs --examples" in missing.stderr
+
+
+def test_the_summary_says_the_bundled_model_is_a_demo(tmp_path):
+    (tmp_path / "in.csv").write_text("id,body\n1,please refund\n")
+    done = foreperson("tickets", "in.csv", "--workers", "2", "--no-progress", cwd=tmp_path)
+    assert "demo set" in done.stdout and "--examples" in done.stdout

@@ -110,3 +110,23 @@ def test_ctrl_c_on_a_dsn_supervisor_gives_its_held_tasks_back_at_once(tmp_path, 
     assert "reclaimed: 0" in again.stdout                # nothing waited for a lease
     ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
     assert len(ids) == len(set(ids)) == 600
+
+
+@pytest.mark.timeout(120)
+def test_status_and_retry_read_the_schema_they_are_given(tmp_path, pg_dsn, pg_schema):
+    (tmp_path / "in.csv").write_text("id,body\n1,please refund\n2,app crashes\n")
+    done = subprocess.run(cli("tickets", "in.csv", "--dsn", pg_dsn, "--schema", pg_schema,
+                              "--workers", "2", "--out", "o.jsonl", "--no-progress"),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    status = subprocess.run(cli("status", "--dsn", pg_dsn, "--schema", pg_schema, "--json"),
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    report = json.loads(status.stdout)
+    assert report["source"] == f"schema {pg_schema}" and report["counts"]["completed"] == 6
+    retry = subprocess.run(cli("retry", "--dsn", pg_dsn, "--schema", pg_schema, "--all-dead"),
+                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert retry.returncode == 0 and f"0 task(s) back to pending in schema {pg_schema}" in (
+        retry.stdout)
+    lone = subprocess.run(cli("status", "--db", "x.db", "--schema", pg_schema), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert lone.returncode == 2 and "--schema goes with --dsn" in lone.stderr

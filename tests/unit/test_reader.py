@@ -67,7 +67,7 @@ def test_malformed_csv_names_file_and_line(tmp_path, text, line, message):
 
 def test_duplicate_ticket_id_is_an_error_naming_both_lines(tmp_path):
     path = write(tmp_path, "t.csv", "id,body\n1,a\n2,b\n1,c\n")
-    with pytest.raises(InputError, match=r"duplicate ticket id '1' \(first at line 2\)"):
+    with pytest.raises(InputError, match=r"'1' at lines 2, 4"):
         read_tickets(path)
 
 
@@ -146,3 +146,32 @@ def test_ids_that_are_not_text_or_numbers_are_rejected(tmp_path, value):
     path = write(tmp_path, "t.jsonl", json.dumps({"id": value, "body": "x"}) + "\n")
     with pytest.raises(InputError, match="is not text or a number"):
         read_tickets(path)
+
+
+def test_identical_repeated_rows_are_processed_once_and_reported(tmp_path):
+    rows = ["id,subject,body"] + [f"T-{i},,please refund invoice {i}" for i in range(1, 11)]
+    path = write(tmp_path, "t.csv", "\n".join(rows + [rows[7], rows[3]]) + "\n")
+    got = read_tickets(path)
+    assert [t.id for t in got.tickets] == [f"T-{i}" for i in range(1, 11)]
+    assert got.skipped == [(12, "T-7", "repeats line 8 (same id and text): processed once"),
+                           (13, "T-3", "repeats line 4 (same id and text): processed once")]
+
+
+def test_every_id_shared_by_different_rows_is_named_at_once(tmp_path):
+    path = write(tmp_path, "t.csv", "id,body\n1,a\n2,b\n1,c\n3,d\n2,e\n2,b\n")
+    with pytest.raises(InputError) as caught:
+        read_tickets(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:4: 2 ticket id(s) are used by rows with different text")
+    assert "'1' at lines 2, 4" in message and "'2' at lines 3, 6" in message
+
+
+def test_a_pipe_separated_file_is_named_as_such(tmp_path):
+    path = write(tmp_path, "t.csv", 'id|subject|body\n1|"Refund"|"charged twice"\n')
+    with pytest.raises(InputError, match=r"t.csv:1: the header has no ',' but has '\|'"):
+        read_tickets(path)
+
+
+def test_standard_input_is_refused_with_what_to_do():
+    with pytest.raises(InputError, match="standard input is not supported"):
+        read_tickets("-")

@@ -10,6 +10,8 @@ from ..work.store import TaskStore
 
 DB_HELP = "SQLite task database file."
 DSN_HELP = "PostgreSQL DSN, e.g. postgresql://user@host/db (workers on many machines)."
+SCHEMA_HELP = ("PostgreSQL schema of the job's tasks, as given to `foreperson tickets --schema` "
+               "(default: $FOREPERSON_PG_SCHEMA or foreperson).")
 
 
 def open_store(db: str | None, dsn: str | None, *, must_exist: bool = False,
@@ -27,6 +29,8 @@ def open_store(db: str | None, dsn: str | None, *, must_exist: bool = False,
     """
     if db and dsn:
         raise ConfigurationError("give --db (SQLite) or --dsn (PostgreSQL), not both")
+    if schema and not dsn:
+        raise ConfigurationError("--schema goes with --dsn (a SQLite --db holds one job)")
     if dsn:
         from ..work.stores.postgres import PostgresStore
         return PostgresStore(dsn, schema=schema)
@@ -36,6 +40,12 @@ def open_store(db: str | None, dsn: str | None, *, must_exist: bool = False,
         raise ConfigurationError(f"no task database at {db}")
     from ..work.stores.sqlite import SqliteStore
     return SqliteStore(db)
+
+
+def where(store: TaskStore, db: str | None) -> str:
+    """Which tasks a command reads: the SQLite file, or the PostgreSQL schema."""
+    schema = getattr(store, "schema", None)
+    return f"schema {schema}" if schema else f"{db}"
 
 
 def redact(dsn: str) -> str:

@@ -10,18 +10,20 @@ import typer
 from ..work.metrics import timeline
 from ..work.store import StoreStats
 from ..work.task import Status, Task
-from ._common import DB_HELP, DSN_HELP, open_store
+from ._common import DB_HELP, DSN_HELP, SCHEMA_HELP, open_store, where
 
 
 def status(
     db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None,  # noqa: UP045
     dsn: Annotated[Optional[str], typer.Option(help=DSN_HELP)] = None,  # noqa: UP045
+    schema: Annotated[Optional[str], typer.Option(help=SCHEMA_HELP)] = None,  # noqa: UP045
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     points: Annotated[int, typer.Option(min=1, max=100, help="Rows in the tasks-over-time table.")] = 8,
 ) -> None:
     """Show tasks by status (now and over time), active tasks per worker, the age of the
     oldest unfinished task, and the DEAD tasks with their errors."""
-    store = open_store(db, dsn, must_exist=True)
+    store = open_store(db, dsn, must_exist=True, schema=schema)
+    source = where(store, db)
     try:
         stats = store.stats()
         dead = store.list_tasks(status=Status.DEAD, limit=20)
@@ -32,6 +34,7 @@ def status(
     health = worker_health(stats, held)
     if as_json:
         typer.echo(json.dumps({
+            "source": source,
             "counts": {s.value: n for s, n in stats.counts.items()},
             "active_by_worker": stats.active_by_worker,
             "workers_last_seen": {k: v.isoformat() for k, v in stats.workers.items()},
@@ -45,7 +48,7 @@ def status(
     from rich.table import Table
 
     console = Console()
-    counts = Table(title=f"{stats.total} tasks")
+    counts = Table(title=f"{stats.total} tasks in {source}")
     for s in Status:
         counts.add_column(s.value, justify="right")
     counts.add_row(*(str(stats.counts[s]) for s in Status))

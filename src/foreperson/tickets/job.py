@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import socket
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -42,7 +43,7 @@ from ..work.handles import TaskHandle
 from ..work.store import TaskStore
 from ..work.supervisor import Supervisor
 from ..work.task import Status, Task
-from ..work.worker import Worker, current_task
+from ..work.worker import Worker, current_batch, current_task
 from .model import Classification, TicketModel, bundled_examples, load_examples
 from .reader import Ticket, TicketFile
 
@@ -50,22 +51,27 @@ __all__ = ["CLASSIFY", "DRAFT", "TRIAGE", "JobProgress", "JobReport", "Outbox", 
            "kinds_for", "model_fingerprint", "run_job", "ticket_app", "ticket_tasks"]
 
 CLASSIFY, DRAFT, TRIAGE = "classify_ticket", "draft_reply", "triage_ticket"
-OUTPUT_FIELDS = ("id", "category", "priority", "needs_human", "reason", "draft_reply",
-                 "attempts")
+OUTPUT_FIELDS = ("id", "category", "confidence", "priority", "language", "needs_human",
+                 "reason", "draft_reply", "attempts")
 JOB_WORKER = "job@"
 """Prefix of the names of a ticket job's own local workers (``job@host:pid:wN``)."""
 
+SETTING_OPTIONS = {"target_precision": "--target-precision",
+                   "min_confidence": "--min-confidence"}
+"""The settings a ticket's tasks carry, and the option that sets each."""
+
 
 def model_fingerprint(model: Any) -> str:
-    """A short hash of what decides a ticket's result: the model's kind and settings and
-    every training example. Stored in each task's payload and kind, so a re-run with
-    other examples (or a worker process configured differently) is noticed."""
+    """A short hash of what decides a ticket's classification and draft: the model's
+    kind and name and every training example. Stored in each task's payload and kind, so
+    a re-run with other examples (or a worker process configured differently) is
+    noticed. The triage thresholds travel in the payload instead (``settings``)."""
     digest = hashlib.sha256(type(model).__name__.encode())
-    digest.update(repr(getattr(model, "min_confidence", None)).encode())
     digest.update(repr(getattr(model, "model_name", None)).encode())
     for example in getattr(model, "examples", ()):
         digest.update(json.dumps([example.text, example.category, example.answer,
-                                  example.priority]).encode())
+                                  example.priority,
+                                  getattr(example, "language", "")]).encode())
     return digest.hexdigest()[:16]
 
 
@@ -79,7 +85,8 @@ def kinds_for(fingerprint: str) -> tuple[str, str, str]:
 
 
 def ticket_tasks(ticket: Ticket, *, model: str = "", max_attempts: int = 3,
-                 run_id: str | None = None) -> list[Task]:
+                 run_id: str | None = None,
+                 settings: dict[str, Any] | None = None) -> list[Task]:
     """The three tasks of one ticket, with ids derived from the ticket id (so adding the
     same ticket twice is harmless).
 
@@ -89,16 +96,22 @@ def ticket_tasks(ticket: Ticket, *, model: str = "", max_attempts: int = 3,
             their kinds).
         max_attempts: attempts per task.
         run_id: the job's run.
+        settings: the triage settings (``target_precision``, ``min_confidence``), in
+            every task's payload.
+
+    Returns:
+        ``[classify, draft, triage]``, linked by ``depends_on``.
     """
     classify_kind, draft_kind, triage_kind = kinds_for(model)
+    extra = {"settings": dict(settings)} if settings else {}
     text = {"ticket_id": ticket.id, "subject": ticket.subject, "body": ticket.body,
-            "model": model}
+            "model": model, **extra}
     classify = Task(classify_kind, text, id=f"{ticket.id}/classify",
                     max_attempts=max_attempts, run_id=run_id)
     draft = Task(draft_kind, {"ticket_id": ticket.id, "model": model},
                  id=f"{ticket.id}/draft", depends_on=[classify.id], max_attempts=max_attempts,
                  run_id=run_id)
-    triage = Task(triage_kind, {"ticket_id": ticket.id, "model": model},
+    triage = Task(triage_kind, {"ticket_id": ticket.id, "model": model, **extra},
                   id=f"{ticket.id}/triage", depends_on=[classify.id, draft.id],
                   max_attempts=max_attempts, run_id=run_id)
     return [classify, draft, triage]
@@ -112,15 +125,23 @@ def _text(payload: dict[str, Any]) -> str:
 class TicketJob:
     """Everything the ticket job's task functions need: the model (a
     :class:`~foreperson.tickets.model.TicketModel` or
-    :class:`~foreperson.tickets.llm.LlmTicketModel`) and its fingerprint.
+    :class:`~foreperson.tickets.llm.LlmTicketModel`), its fingerprint and the triage
+    settings.
 
     Args:
         model: the model that classifies, drafts and triages.
         max_attempts: attempts per task before it is DEAD (default 3).
+        target_precision: share (0..1) of unflagged tickets that should be classified
+            right; the model fits its confidence threshold for it (default 0.9).
+        min_confidence: a fixed confidence threshold (0..1) instead of the fitted one.
     """
 
     model: Any
     max_attempts: int = 3
+    target_precision: float = 0.9
+    min_confidence: float | None = None
+    _thresholds: dict[tuple[float, float | None], float] = field(default_factory=dict,
+                                                                 repr=False)
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -132,13 +153,20 @@ class TicketJob:
         """The classify / draft / triage kinds of this model (:func:`kinds_for`)."""
         return kinds_for(self.fingerprint)
 
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The triage settings every task of this job carries."""
+        return {"target_precision": self.target_precision,
+                "min_confidence": self.min_confidence}
+
     @classmethod
     def from_environment(cls) -> TicketJob:
         """The job a ``foreperson worker foreperson.tickets.job`` process runs:
         ``FOREPERSON_TICKETS_EXAMPLES`` (a labelled file; default the bundled examples),
         ``FOREPERSON_TICKETS_MODEL`` and ``FOREPERSON_TICKETS_BASE_URL`` (a language model
         instead of the offline one). They must match the job's ``--examples`` /
-        ``--model``, or the worker never claims the job's tasks (other kinds)."""
+        ``--model``, or the worker never claims the job's tasks (other kinds); the
+        thresholds come with each task."""
         path = os.environ.get("FOREPERSON_TICKETS_EXAMPLES")
         examples = load_examples(path) if path else bundled_examples()
         llm = os.environ.get("FOREPERSON_TICKETS_MODEL")
@@ -159,53 +187,139 @@ class TicketJob:
     def tasks(self, ticket: Ticket, run_id: str | None = None) -> list[Task]:
         """The three tasks of ``ticket`` (see :func:`ticket_tasks`)."""
         return ticket_tasks(ticket, model=self.fingerprint, max_attempts=self.max_attempts,
-                            run_id=run_id)
+                            run_id=run_id, settings=self.settings)
 
     def app(self) -> App:
-        """The task functions, under this model's kinds."""
+        """The task functions, under this model's kinds: batch functions (up to the
+        model's ``batch_size`` tickets per call) when the model classifies in batches,
+        one ticket per call otherwise (a language model)."""
         app = App()
-        for kind, fn in zip(self.kinds, (self._classify, self._draft, self._triage),
-                            strict=True):
-            app.task(kind)(fn)
+        size = getattr(self.model, "batch_size", None)
+        if size:
+            functions: tuple[Any, ...] = (self._classify_batch, self._draft_batch,
+                                          self._triage_batch)
+        else:
+            functions = (self._classify, self._draft, self._triage)
+        for kind, fn in zip(self.kinds, functions, strict=True):
+            app.task(kind, batch_size=size or None)(fn)
         return app
+
+    def threshold(self, settings: dict[str, Any] | None) -> float:
+        """The confidence threshold for a task's settings (0..1; above 1: every ticket
+        needs a human), computed once per settings."""
+        settings = settings or self.settings
+        key = (float(settings.get("target_precision") or self.target_precision),
+               settings.get("min_confidence"))
+        if key not in self._thresholds:
+            calibrate = getattr(self.model, "calibrate", None)
+            if calibrate is not None:
+                value = float(calibrate(key[0], key[1]).threshold)
+            else:
+                value = key[1] if key[1] is not None else float(self.model.min_confidence)
+            self._thresholds[key] = value
+        return self._thresholds[key]
+
+    def _mismatch(self, task: Task) -> GiveUp | None:
+        """An error for a task made for another model (None when it is ours)."""
+        wanted = task.payload.get("model")
+        if wanted and wanted != self.fingerprint:
+            return GiveUp("this worker's ticket model differs from the job's (other "
+                          "examples or model): start `foreperson worker "
+                          "foreperson.tickets.job` with the same FOREPERSON_TICKETS_EXAMPLES "
+                          "/ FOREPERSON_TICKETS_MODEL as the job, then `foreperson retry "
+                          "--all-dead`")
+        return None
 
     def _checked(self, task: Task) -> Any:
         """The model, refusing tasks made for another one."""
-        wanted = task.payload.get("model")
-        if wanted and wanted != self.fingerprint:
-            raise GiveUp("this worker's ticket model differs from the job's (other examples "
-                         "or model): start `foreperson worker foreperson.tickets.job` with "
-                         "the same FOREPERSON_TICKETS_EXAMPLES / FOREPERSON_TICKETS_MODEL as "
-                         "the job, then `foreperson retry --all-dead`")
+        error = self._mismatch(task)
+        if error is not None:
+            raise error
         return self.model
 
+    # -- one ticket per call (a language model) --------------------------------------
     def _classify(self, task: Task) -> dict[str, Any]:
-        """Category, confidence and priority of the ticket in ``task.payload``."""
-        result = self._checked(task).classify(_text(task.payload))
-        return {"category": result.category, "confidence": round(result.confidence, 4),
-                "priority": result.priority, "text": _text(task.payload)}
+        """Category, confidence, priority and language of the ticket in ``task.payload``."""
+        return _classified(self._checked(task).classify(_text(task.payload)), task)
 
     def _draft(self, task: Task) -> dict[str, Any]:
         """A draft reply for the classified ticket."""
-        (classified,) = current_task().dependency_results().values()
-        return dict(self._checked(task).draft(classified["text"], classified["category"]))
+        record = current_task().store.get(task.depends_on[0])
+        assert record is not None and record.result is not None
+        classified = record.result
+        return self._drafted(self._checked(task).draft(
+            _text(record.payload), classified["category"], classified.get("language", "")))
 
     def _triage(self, task: Task) -> dict[str, Any]:
         """The ticket's output record: needs_human with the reasons, and the draft."""
         ctx = current_task()
-        results = ctx.dependency_results()
-        classified, drafted = (results[d] for d in task.depends_on)
+        records = {d: ctx.store.get(d) for d in task.depends_on}
+        self._checked(task)
+        return self._record(task, {d: r for d, r in records.items() if r is not None})
+
+    # -- batches (the offline model) --------------------------------------------------
+    def _classify_batch(self, tasks: list[Task]) -> list[Any]:
+        """:meth:`_classify` for a batch, in one pass of the model."""
+        out: list[Any] = [self._mismatch(t) for t in tasks]
+        todo = [i for i, error in enumerate(out) if error is None]
+        found = self.model.classify_many([_text(tasks[i].payload) for i in todo])
+        for i, verdict in zip(todo, found, strict=True):
+            out[i] = _classified(verdict, tasks[i])
+        return out
+
+    def _draft_batch(self, tasks: list[Task]) -> list[Any]:
+        """:meth:`_draft` for a batch, in one pass of the model (the classify records,
+        text included, read in one query)."""
+        records = current_batch().store.finished_among([t.depends_on[0] for t in tasks])
+        out: list[Any] = [self._mismatch(t) for t in tasks]
+        todo = [i for i, error in enumerate(out) if error is None]
+        items = []
+        for i in todo:
+            record = records[tasks[i].depends_on[0]]
+            classified = record.result or {}
+            items.append((_text(record.payload), classified["category"],
+                          classified.get("language", "")))
+        for i, drafted in zip(todo, self.model.draft_many(items), strict=True):
+            out[i] = self._drafted(drafted)
+        return out
+
+    def _triage_batch(self, tasks: list[Task]) -> list[Any]:
+        """:meth:`_triage` for a batch: the dependencies read in one query."""
+        store = current_batch().store
+        records = store.finished_among([d for t in tasks for d in t.depends_on])
+        out: list[Any] = []
+        for task in tasks:
+            error = self._mismatch(task)
+            out.append(error if error is not None else self._record(task, records))
+        return out
+
+    @staticmethod
+    def _drafted(drafted: dict[str, Any]) -> dict[str, Any]:
+        return {"draft_reply": drafted["draft_reply"], "similarity": drafted.get("similarity"),
+                "example": drafted.get("example", -1), "flags": list(drafted.get("flags", []))}
+
+    def _record(self, task: Task, records: dict[str, Task]) -> dict[str, Any]:
+        """The output record of ``task``'s ticket from its classify and draft records."""
+        classify_id, draft_id = task.depends_on
+        classified = records[classify_id].result or {}
+        text = _text(records[classify_id].payload)
+        drafted = records[draft_id].result or {}
         verdict = Classification(classified["category"], classified["confidence"],
-                                 classified["priority"])
-        triage = self._checked(task).triage(classified["text"], verdict)
-        attempts = task.attempts       # the most attempts any of the ticket's steps needed
-        for dep in task.depends_on:
-            record = ctx.store.get(dep)
-            attempts = max(attempts, record.attempts if record else 0)
+                                 classified["priority"], classified.get("language", ""))
+        threshold = self.threshold(task.payload.get("settings"))
+        flags = drafted.get("flags", [])
+        triage = self.model.triage(text, verdict, flags, min_confidence=threshold)
+        attempts = max([task.attempts] + [records[d].attempts for d in task.depends_on])
         return {"id": task.payload["ticket_id"], "category": verdict.category,
-                "priority": verdict.priority, "needs_human": triage.needs_human,
-                "reason": triage.reason, "draft_reply": drafted["draft_reply"],
-                "attempts": attempts}
+                "confidence": verdict.confidence, "priority": verdict.priority,
+                "language": verdict.language, "needs_human": triage.needs_human,
+                "reason": triage.reason, "reasons": list(triage.reasons),
+                "draft_reply": drafted.get("draft_reply", ""), "attempts": attempts}
+
+
+def _classified(verdict: Classification, task: Task) -> dict[str, Any]:
+    return {"category": verdict.category, "confidence": round(verdict.confidence, 4),
+            "priority": verdict.priority, "language": verdict.language}
 
 
 def ticket_app(model: Any) -> App:
@@ -226,8 +340,58 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _probe(path: Path, option: str) -> None:
+    """Prove ``path`` (an existing file) or its folder can be written by writing, not by
+    asking ``os.access`` (which says yes to root everywhere).
+
+    Raises:
+        ConfigurationError: it cannot (the option and the reason named).
+    """
+    try:
+        if path.exists():
+            with open(path, "ab"):
+                pass
+        else:
+            with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".foreperson-probe-"):
+                pass
+    except OSError as exc:
+        where = path if path.exists() else path.parent
+        raise ConfigurationError(f"{option} {path}: cannot write to {where} "
+                                 f"({exc.strerror or exc})") from None
+
+
+def check_writable_path(path: str | Path, option: str, what: str) -> Path:
+    """Check before any work that ``option``'s file can be written: a regular file or
+    nothing yet, in a folder that exists (it is created) and can be written.
+
+    Args:
+        path: the file.
+        option: the command-line option that named it (``--out``, ``--db``).
+        what: what the file holds, for the message.
+
+    Returns:
+        the path.
+
+    Raises:
+        ConfigurationError: a directory or special file, or a folder that cannot be
+            created or written.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        raise ConfigurationError(f"{option} {path}: not a regular file; give a file path for "
+                                 f"{what}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"{option} {path}: cannot create its folder: {exc.strerror or exc}") from None
+    _probe(path, option)
+    return path
+
+
 def check_output_path(path: str | Path) -> Path:
-    """Check that results can be written to ``path`` before any work starts.
+    """Check that results can be written to ``path`` before any work starts (see
+    :func:`check_writable_path`).
 
     Returns:
         the path.
@@ -236,18 +400,7 @@ def check_output_path(path: str | Path) -> Path:
         ConfigurationError: the path is a directory or a special file (a device, a pipe),
             or its folder cannot be created or written.
     """
-    path = Path(path)
-    if path.exists() and not path.is_file():
-        raise ConfigurationError(f"--out {path}: not a regular file; give a file path for "
-                                 "the JSON Lines results")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigurationError(
-            f"--out {path}: cannot create its folder: {exc.strerror}") from None
-    if not os.access(path if path.exists() else path.parent, os.W_OK):
-        raise ConfigurationError(f"--out {path}: not writable")
-    return path
+    return check_writable_path(path, "--out", "the JSON Lines results")
 
 
 def _open_exclusive(path: str | Path, mode: str, busy: str) -> IO[Any]:
@@ -347,14 +500,18 @@ class Outbox:
 
 @dataclass
 class JobReport:
-    """What the ticket job did (over every run on the same database).
+    """What the ticket job did for this input (over every run on the same database).
 
     Attributes:
         tickets: tickets in the input.
-        skipped: ``(line, id, reason)`` for unusable input rows.
+        skipped: ``(line, id, reason)`` for unusable or repeated input rows.
         written: lines in the output file for this input.
-        categories / priorities: counts over the finished tickets.
+        earlier: of those, lines an earlier run on the same database had written.
+        categories / priorities / languages: counts over the finished tickets.
         needs_human: finished tickets flagged for a human.
+        reasons: finished tickets per kind of reason (``low confidence``, ``legal``,
+            ``draft promises money`` ...); a ticket counts once per kind.
+        low_confidence_only: tickets flagged for low confidence and nothing else.
         retries: failed attempts retried in this run.
         reclaimed: tasks taken back from dead workers in this run.
         dead: ``(task id, error)`` of every DEAD task.
@@ -364,53 +521,89 @@ class JobReport:
     tickets: int
     skipped: list[tuple[int, str, str]]
     written: int
+    earlier: int = 0
     categories: Counter[str] = field(default_factory=Counter)
     priorities: Counter[str] = field(default_factory=Counter)
+    languages: Counter[str] = field(default_factory=Counter)
     needs_human: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+    low_confidence_only: int = 0
     retries: int = 0
     reclaimed: int = 0
     dead: list[tuple[str, str]] = field(default_factory=list)
     elapsed_s: float = 0.0
 
 
-def _finished_records(store: TaskStore, wanted: set[str],
-                      triage_kind: str) -> list[dict[str, Any]]:
-    return [t.result for t in store.list_tasks(status=Status.COMPLETED, kind=triage_kind)
-            if t.result and str(t.result.get("id")) in wanted]
+def _reason_kind(reason: str) -> str:
+    """``"legal (lawyer)"`` -> ``"legal"``; ``"draft promises money (refund)"`` ->
+    ``"draft promises money"``."""
+    return reason.split(" (", 1)[0]
 
 
 def _check_earlier_run(tickets: TicketFile, store: TaskStore, outbox: Outbox,
-                       fingerprint: str) -> None:
-    """Refuse to mix this input with an earlier run's different tickets or model.
+                       job: TicketJob) -> None:
+    """Refuse to mix this input with an earlier run's different tickets, model or
+    settings.
 
     Raises:
         InputError: a ticket id already stored with other text (file and line named).
-        ConfigurationError: the stored tickets were processed with another model or
-            examples, or --out holds results the task database does not know.
+        ConfigurationError: the task database holds tickets that are not in this input,
+            or ones processed with another model, examples or setting (named), or --out
+            holds results of other tickets.
     """
-    stored = {t.payload.get("ticket_id"): t.payload for t in store.list_tasks()
+    stored = {str(t.payload.get("ticket_id")): t.payload for t in store.list_tasks()
               if t.kind.startswith(CLASSIFY)}
     where = tickets.path or "<input>"
+    ours = {t.id for t in tickets.tickets}
     for ticket in tickets.tickets:
         earlier = stored.get(ticket.id)
         if earlier is None:
             continue
+        if earlier.get("model", job.fingerprint) != job.fingerprint:
+            raise ConfigurationError(
+                "the tickets in this task database were processed with other --examples "
+                "or another --model: use the same as that run, or another --db and --out")
         if (earlier.get("subject"), earlier.get("body")) != (ticket.subject, ticket.body):
             raise InputError(
                 f"ticket {ticket.id} is not the ticket with that id already processed in "
                 "this task database (an earlier run on other input): use another --db (or "
                 "--schema with --dsn) and --out for this input", path=where, line=ticket.line)
-        if earlier.get("model", fingerprint) != fingerprint:
-            raise ConfigurationError(
-                "the tickets in this task database were processed with other examples or "
-                "another model: use the same --examples / --model as that run, or another "
-                "--db and --out")
-    unknown = [i for i in outbox.sent & {t.id for t in tickets.tickets} if i not in stored]
+        _check_settings(earlier.get("settings"), job.settings)
+    strangers = sorted(set(stored) - ours)
+    if strangers:
+        raise ConfigurationError(
+            f"the task database already holds {len(strangers)} ticket(s) that are not in "
+            f"{where} (e.g. {strangers[0]}): it belongs to another input; give this input "
+            "its own --db and --out (or --schema with --dsn)")
+    others = sorted(outbox.sent - ours)
+    if others:
+        raise ConfigurationError(
+            f"{outbox.path} already holds results of {len(others)} ticket(s) that are not "
+            f"in {where} (e.g. {others[0]}): choose another --out for this input")
+    unknown = [i for i in outbox.sent & ours if i not in stored]
     if unknown:
         raise ConfigurationError(
             f"{outbox.path} already holds results for {len(unknown)} of these tickets "
             f"(e.g. {sorted(unknown)[0]}) that the task database does not know: use another "
             "--out, or the --db of the run that wrote it")
+
+
+def _check_settings(earlier: dict[str, Any] | None, now: dict[str, Any]) -> None:
+    """Name the first setting that differs from the earlier run's.
+
+    Raises:
+        ConfigurationError: a setting differs.
+    """
+    if earlier is None:
+        return
+    for key, option in SETTING_OPTIONS.items():
+        if earlier.get(key) != now.get(key):
+            def shown(value: Any) -> str:
+                return "not given" if value is None else str(value)
+            raise ConfigurationError(
+                f"{option} was {shown(earlier.get(key))} in the earlier run on this task "
+                f"database and is {shown(now.get(key))} now: run with the same {option}, or "
+                "use another --db and --out to process the input again")
 
 
 class _JobLock:
@@ -493,11 +686,21 @@ async def _sweep(sup: Supervisor) -> None:
         await anyio.sleep(1.0)
 
 
+def local_workers(job: TicketJob, workers: int) -> int:
+    """How many local workers the job runs for ``--workers N``: N for a model that waits
+    on the network (a language model: N calls in flight), one for a model that works in
+    batches in this process (the offline classifier is CPU-bound Python: a second worker
+    thread would only contend for the interpreter, and would split the batches)."""
+    return min(workers, 1) if getattr(job.model, "batch_size", None) else workers
+
+
 async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, workers: int,
                   job: TicketJob | None = None, model: Any = None, max_attempts: int = 3,
                   stale_after: float = 90.0, exclusive_db: str | None = None,
                   progress: Callable[[JobProgress], None] | None = None,
-                  worker_factory: Callable[[str], Worker] | None = None) -> JobReport:
+                  worker_factory: Callable[[str], Worker] | None = None,
+                  notice: Callable[[str], None] | None = None,
+                  remote_hint: str = "", stalled_after_s: float = 30.0) -> JobReport:
     """Run the ticket job to the end and write one output line per ticket.
 
     Args:
@@ -505,7 +708,9 @@ async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, wor
         store: the task store (SQLite file or PostgreSQL).
         out: the JSON Lines output file.
         workers: local workers (each runs one task at a time); 0 = only supervise while
-            ``foreperson worker foreperson.tickets.job`` processes do the work.
+            ``foreperson worker foreperson.tickets.job`` processes do the work. A model
+            that works in batches (the offline one, CPU-bound) gets one batch worker
+            instead (see :func:`local_workers`).
         job: the job's model and settings (default: ``TicketJob(model, max_attempts)``,
             ``model`` defaulting to the offline one trained on the bundled examples).
         model: the model, when ``job`` is not given.
@@ -517,6 +722,10 @@ async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, wor
         progress: called about four times a second, in a thread, with a
             :class:`JobProgress`.
         worker_factory: builds a worker by name (default: the job's app).
+        notice: called with a line for the user when remote workers do not take the
+            job's tasks (``workers=0``).
+        remote_hint: how to start the right remote workers (in that line).
+        stalled_after_s: seconds without progress before ``notice`` is called.
 
     Returns:
         a :class:`JobReport`.
@@ -533,26 +742,73 @@ async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, wor
         host = socket.gethostname()
         orphans = (store.reclaim_stale(holder_prefix=f"{JOB_WORKER}{host}:")
                    if lock is not None else [])
-        _check_earlier_run(tickets, store, outbox, job.fingerprint)
+        _check_earlier_run(tickets, store, outbox, job)
         run_id = job.run_id(tickets)
         app = job.app()
         sup = Supervisor(store, stale_after=stale_after, kinds=app.kinds)
         make = worker_factory or (lambda name: app.worker(name))
-        for i in range(workers):
+        for i in range(local_workers(job, workers)):
             sup.register(make(f"{JOB_WORKER}{host}:{os.getpid()}:w{i + 1}"))
         wanted = {t.id for t in tickets.tickets}
         writer = _Writer(outbox, wanted, began, progress)
         todo = [t for t in tickets.tickets if t.id not in outbox.sent]
-        counted = await _run(sup, job, todo, run_id, writer, local=workers > 0)
-        return _report(tickets, store, job, outbox, counted, len(orphans), began)
+        earlier = len(outbox.sent & wanted)
+        watch = None if workers > 0 else _RemoteWatch(store, writer, job, notice, remote_hint,
+                                                      stalled_after_s)
+        counted = await _run(sup, job, todo, run_id, writer, watch=watch)
+        report = _report(tickets, store, job, outbox, counted, len(orphans), began)
+        report.earlier = earlier
+        return report
     finally:
         outbox.close()
         if lock is not None:
             lock.close()
 
 
+@dataclass
+class _RemoteWatch:
+    """With remote workers only: says so when nothing progresses, and what to start."""
+
+    store: TaskStore
+    writer: _Writer
+    job: TicketJob
+    notice: Callable[[str], None] | None
+    hint: str
+    stalled_after_s: float
+    last: int = -1
+    since: float = field(default_factory=time.monotonic)
+    said: bool = False
+
+    def check(self) -> None:
+        """Compare progress with the last look; speak once per stall."""
+        done = len(self.writer.outbox.sent) + len(self.writer.dead)
+        now = time.monotonic()
+        if done != self.last:
+            self.last, self.since, self.said = done, now, False
+            return
+        if self.said or now - self.since < self.stalled_after_s or self.notice is None:
+            return
+        self.said = True
+        stats = self.store.stats()
+        live = [name for name, seen in stats.workers.items()
+                if (stats.now - seen).total_seconds() < 60]
+        waited = f"for {now - self.since:.0f} s"
+        if live:
+            self.notice(f"{len(live)} live worker(s), but none has taken this job's tasks "
+                        f"{waited}: they run another ticket model (this job's is "
+                        f"{self.job.fingerprint}); {self.hint}")
+        else:
+            self.notice(f"no live worker has taken this job's tasks {waited}; {self.hint}")
+
+    async def run(self) -> None:
+        """Look every few seconds."""
+        while True:
+            await anyio.sleep(min(5.0, self.stalled_after_s / 3))
+            await anyio.to_thread.run_sync(self.check)
+
+
 async def _run(sup: Supervisor, job: TicketJob, todo: Sequence[Ticket], run_id: str,
-               writer: _Writer, *, local: bool) -> tuple[int, int]:
+               writer: _Writer, *, watch: _RemoteWatch | None) -> tuple[int, int]:
     """Submit the tickets' tasks and write them as they complete; returns
     ``(retries, reclaimed)`` of this run."""
     async def submit_and_write() -> None:
@@ -562,12 +818,13 @@ async def _run(sup: Supervisor, job: TicketJob, todo: Sequence[Ticket], run_id: 
             handles += (await sup.submit_many(tasks))[2::3]      # the triage tasks
         await _write_as_completed(sup, handles, writer)
 
-    if local:
+    if watch is None:
         async with sup.serving():
             await submit_and_write()
     else:
         async with anyio.create_task_group() as group:
             group.start_soon(_sweep, sup)
+            group.start_soon(watch.run)
             await submit_and_write()
             group.cancel_scope.cancel()
     return sup.counters.retries, sup.counters.reclaimed
@@ -583,11 +840,20 @@ def _report(tickets: TicketFile, store: TaskStore, job: TicketJob, outbox: Outbo
     dead = [(t.id, t.error or "") for t in store.list_tasks(status=Status.DEAD)
             if t.kind in job.kinds and str(t.payload.get("ticket_id")) in wanted]
     retries, reclaimed = counted
+    reasons: Counter[str] = Counter()
+    low_only = 0
+    for r in results:
+        kinds = {_reason_kind(x) for x in r.get("reasons") or ([r["reason"]] if r["reason"]
+                                                                else [])}
+        reasons.update(kinds)
+        low_only += kinds == {"low confidence"}
     return JobReport(
         tickets=len(tickets.tickets), skipped=tickets.skipped,
         written=len(outbox.sent & wanted),
         categories=Counter(r["category"] for r in results),
         priorities=Counter(r["priority"] for r in results),
-        needs_human=sum(1 for r in results if r["needs_human"]),
+        languages=Counter(r.get("language") or "?" for r in results),
+        needs_human=sum(1 for r in results if r["needs_human"]), reasons=reasons,
+        low_confidence_only=low_only,
         retries=retries, reclaimed=reclaimed + orphans, dead=dead,
         elapsed_s=time.monotonic() - began)

@@ -15,7 +15,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
+from .language import detect_language
 from .model import Classification, Example, Triage, triage
+from .triage import draft_promises
 
 __all__ = ["LlmTicketModel"]
 
@@ -67,23 +69,31 @@ class LlmTicketModel:
         self._nearest = None
         if any(e.answer for e in self.examples):
             from .model import TicketModel
-            self._nearest = TicketModel(self.examples)
+            self._nearest = TicketModel(self.examples, templates=False)
 
     def classify(self, text: str) -> Classification:
         """Category (one of :attr:`labels`), confidence and priority, from the model."""
         out: Any = self.classifier.run_sync(text).output
-        return Classification(out.category, float(out.confidence), out.priority)
+        return Classification(out.category, float(out.confidence), out.priority,
+                              detect_language(text)[0])
 
-    def draft(self, text: str, category: str) -> dict[str, Any]:
-        """A draft reply written by the model, shown the nearest answered example."""
+    def draft(self, text: str, category: str, language: str = "") -> dict[str, Any]:
+        """A draft reply written by the model, shown the nearest answered example;
+        ``flags`` lists what it promises (money, a time, contact), for a human to
+        confirm."""
         hint = ""
         if self._nearest is not None:
-            nearest = self._nearest.draft(text, category)
-            hint = ("\n\nA reply we sent to a similar ticket, for tone and facts:\n"
-                    + nearest["draft_reply"])
+            nearest = self._nearest.draft(text, category, language)
+            hint = ("\n\nA reply we sent to a similar ticket, for tone (its order numbers "
+                    "and names belong to another customer):\n" + nearest["draft_reply"])
         reply = self.drafter.run_sync(f"Category: {category}\nTicket:\n{text}{hint}")
-        return {"draft_reply": str(reply.output).strip(), "similarity": None, "example": -1}
+        draft = str(reply.output).strip()
+        return {"draft_reply": draft, "similarity": None, "example": -1,
+                "flags": draft_promises(draft)}
 
-    def triage(self, text: str, result: Classification) -> Triage:
-        """The offline triage rules, with the model's confidence."""
-        return triage(text, result, self.min_confidence)
+    def triage(self, text: str, result: Classification, draft_flags: Sequence[str] = (),
+               *, min_confidence: float | None = None) -> Triage:
+        """The offline triage rules, with the model's confidence (``min_confidence``
+        overrides the model's threshold, 0..1)."""
+        threshold = self.min_confidence if min_confidence is None else min_confidence
+        return triage(text, result, threshold, draft_flags)

@@ -68,6 +68,9 @@ class TicketFile:
 
 
 def _format_of(path: Path) -> str:
+    if str(path) == "-":
+        raise InputError("reading tickets from standard input is not supported: save them "
+                         "to a .csv, .json or .jsonl file and give its path", path="-")
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
@@ -112,6 +115,7 @@ def _csv_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
         if header is None:
             raise InputError("the file is empty: expected a header row", path=str(path), line=1)
         names = [h.strip() for h in header]
+        _check_separator(names, delimiter, path)
         for position, name in enumerate(names, start=1):
             if not name:
                 raise InputError(f"column {position} of the header has no name",
@@ -139,6 +143,23 @@ def _csv_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
         raise InputError(f"malformed CSV: {exc}", path=str(path), line=start) from None
     finally:
         csv.field_size_limit(old_limit)
+
+
+def _check_separator(names: list[str], delimiter: str, path: Path) -> None:
+    """A header that did not split but holds another separator: say which.
+
+    Raises:
+        InputError: the header is one column with ``|`` (or another separator) in it.
+    """
+    if len(names) != 1:
+        return
+    for other in ("|", ";", "\t", ","):
+        if other != delimiter and other in names[0]:
+            shown = "tab" if other == "\t" else repr(other)
+            raise InputError(
+                f"the header has no {delimiter!r} but has {shown}: is the separator "
+                f"{shown}? Save the file with commas (.csv) or tabs (.tsv)",
+                path=str(path), line=1)
 
 
 def _json_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -260,9 +281,13 @@ def read_tickets(path: str | Path, *, id_column: str | None = None,
     Returns:
         a :class:`TicketFile`.
 
+    A row that repeats an earlier one (same id, same subject and body) is processed
+    once and reported in :attr:`TicketFile.skipped`.
+
     Raises:
         InputError: malformed file, no subject/body column, an override that names a
-            missing column, or a duplicate ticket id (with both lines).
+            missing column, or ids shared by rows with different text (every such id
+            and its lines in one message).
     """
     path = Path(path)
     records = read_records(path)
@@ -279,21 +304,40 @@ def read_tickets(path: str | Path, *, id_column: str | None = None,
             "or --body-column", path=where)
     out = TicketFile([], columns={"id": id_col, "subject": subject_col, "body": body_col},
                      path=where)
-    first_seen: dict[str, int] = {}
+    first_seen: dict[str, tuple[int, str, str]] = {}
+    conflicts: dict[str, list[int]] = {}
     for row_number, (line, record) in enumerate(records, start=1):
         ticket_id = (_as_id(record.get(id_col), path=where, line=line) if id_col
                      else str(row_number))
         if not ticket_id:
             out.skipped.append((line, "", "no ticket id"))
             continue
-        if ticket_id in first_seen:
-            raise InputError(f"duplicate ticket id {ticket_id!r} (first at line "
-                             f"{first_seen[ticket_id]})", path=where, line=line)
-        first_seen[ticket_id] = line
         subject = _as_text(record.get(subject_col)) if subject_col else ""
         body = _as_text(record.get(body_col)) if body_col else ""
+        earlier = first_seen.get(ticket_id)
+        if earlier is not None:
+            if earlier[1:] == (subject, body):
+                out.skipped.append((line, ticket_id, f"repeats line {earlier[0]} (same id "
+                                    "and text): processed once"))
+            else:
+                conflicts.setdefault(ticket_id, [earlier[0]]).append(line)
+            continue
+        first_seen[ticket_id] = (line, subject, body)
         if not subject and not body:
             out.skipped.append((line, ticket_id, "no subject or body text"))
             continue
         out.tickets.append(Ticket(ticket_id, subject, body, line))
+    if conflicts:
+        raise _conflicting_ids(conflicts, where)
     return out
+
+
+def _conflicting_ids(conflicts: dict[str, list[int]], where: str) -> InputError:
+    """One error naming every id that rows with different text share."""
+    shown = "; ".join(f"{ticket_id!r} at lines {', '.join(map(str, lines))}"
+                      for ticket_id, lines in list(conflicts.items())[:20])
+    more = f"; and {len(conflicts) - 20} more" if len(conflicts) > 20 else ""
+    first = min(lines[1] for lines in conflicts.values())
+    return InputError(f"{len(conflicts)} ticket id(s) are used by rows with different text: "
+                      f"{shown}{more}; give each ticket its own id (or --id-column)",
+                      path=where, line=first)

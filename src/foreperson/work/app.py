@@ -8,7 +8,12 @@ A module declares what its workers can do once::
     def classify(task: Task) -> dict: ...
 
 and ``foreperson worker mypackage.jobs:app --dsn …`` (or the Python API) builds a
-:class:`~foreperson.work.worker.Worker` from it on any machine.
+:class:`~foreperson.work.worker.Worker` from it on any machine. A function registered
+with ``batch_size`` takes a list of tasks of its kind and returns one result (or
+exception) per task (see :class:`~foreperson.work.worker.Worker`)::
+
+    @app.task("embed", batch_size=64)
+    def embed(tasks: list[Task]) -> list[dict]: ...
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from .task import Task
-from .worker import TaskFn, Worker
+from .worker import BatchFn, TaskFn, Worker
 
 __all__ = ["App"]
 
@@ -28,20 +33,43 @@ class App:
     """A registry of task functions, one per kind."""
 
     def __init__(self) -> None:
-        self.functions: dict[str, TaskFn] = {}
+        self.functions: dict[str, Any] = {}
+        self.batch_sizes: dict[str, int] = {}
 
-    def task(self, kind: str) -> Callable[[TaskFn], TaskFn]:
-        """Decorator: ``fn(task) -> JSON result`` (sync or async) handles ``kind``.
+    def task(self, kind: str, *, batch_size: int | None = None) -> Callable[[Any], Any]:
+        """Decorator: ``fn(task) -> JSON result`` (sync or async) handles ``kind``; with
+        ``batch_size``, ``fn(tasks) -> [result or exception per task]`` takes up to that
+        many tasks of ``kind`` per call.
 
         Raises:
-            ConfigurationError: ``kind`` already has a function.
+            ConfigurationError: ``kind`` already has a function, or batch_size < 1.
         """
-        def register(fn: TaskFn) -> TaskFn:
+        if batch_size is not None and batch_size < 1:
+            raise ConfigurationError(f"kind {kind!r}: batch_size must be >= 1")
+
+        def register(fn: TaskFn | BatchFn) -> TaskFn | BatchFn:
             if kind in self.functions:
                 raise ConfigurationError(f"kind {kind!r} already has a task function")
             self.functions[kind] = fn
+            if batch_size is not None:
+                self.batch_sizes[kind] = batch_size
             return fn
         return register
+
+    def batch_size_of(self, kinds: Iterable[str]) -> int | None:
+        """The batch size of a worker for ``kinds``: the smallest of their functions'
+        (None when none is a batch function).
+
+        Raises:
+            ConfigurationError: batch and one-task functions mixed (give them separate
+                workers).
+        """
+        chosen = list(kinds)
+        sizes = [self.batch_sizes[k] for k in chosen if k in self.batch_sizes]
+        if sizes and len(sizes) != len(chosen):
+            raise ConfigurationError("mix of batch and one-task functions: run them as "
+                                     "separate workers (kinds=...)")
+        return min(sizes) if sizes else None
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -60,7 +88,7 @@ class App:
 
         Raises:
             ConfigurationError: a kind the app does not have, or mixing sync and async
-                functions (give them separate workers).
+                functions, or batch and one-task functions (give them separate workers).
         """
         chosen = set(kinds) if kinds is not None else set(self.functions)
         unknown = chosen - set(self.functions)
@@ -75,12 +103,22 @@ class App:
         if len(modes) > 1:
             raise ConfigurationError("mix of async and blocking task functions: run them "
                                      "as separate workers (kinds=...)")
-        if modes == {True}:
-            async def run_async(task: Task) -> Any:
-                return await fns[task.kind](task)
-            fn: TaskFn = run_async
-        else:
-            def run_blocking(task: Task) -> Any:
-                return fns[task.kind](task)
-            fn = run_blocking
-        return Worker(name, fns, fn=fn, concurrency=concurrency, timeout_s=timeout_s)
+        batch_size = self.batch_size_of(fns)
+        fn = _dispatch(fns, is_async=modes == {True})
+        return Worker(name, fns, fn=fn, concurrency=concurrency, timeout_s=timeout_s,
+                      batch_size=batch_size)
+
+
+def _dispatch(fns: dict[str, Any], *, is_async: bool) -> Any:
+    """One function calling each kind's own: with a task, or with a batch (one kind)."""
+    def kind_of(arg: Task | list[Task]) -> str:
+        return arg[0].kind if isinstance(arg, list) else arg.kind
+
+    if is_async:
+        async def run_async(arg: Any) -> Any:
+            return await fns[kind_of(arg)](arg)
+        return run_async
+
+    def run_blocking(arg: Any) -> Any:
+        return fns[kind_of(arg)](arg)
+    return run_blocking

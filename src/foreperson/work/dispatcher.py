@@ -58,15 +58,18 @@ class Dispatcher:
         lease_s: the lease of a task that has no ``stale_after`` of its own, seconds.
         pull: workers claim for themselves into their free slots instead of being
             chosen per task (worker processes: placement emerges from free room).
-        claim_batch: most tasks claimed in one store transaction.
+        claim_batch: most tasks claimed in one store transaction; None (default):
+            16, or half of all slots when there are more (64 workers are fed in two
+            transactions, not eight).
     """
 
     def __init__(self, strategy: str, *, lease_s: float, pull: bool = False,
-                 claim_batch: int = 16) -> None:
+                 claim_batch: int | None = None) -> None:
         self.strategy = strategy
         self.lease_s = lease_s
         self.pull = pull
-        self.claim_batch = claim_batch
+        self._auto_batch = claim_batch is None
+        self.claim_batch = 16 if claim_batch is None else claim_batch
         self.workers: dict[str, Worker] = {}
         self._slots: dict[str, WorkerSlot] = {}
         self._flights: dict[tuple[str, str], Flight] = {}
@@ -82,7 +85,10 @@ class Dispatcher:
             self.workers[worker.name] = worker
             self._slots[worker.name] = WorkerSlot(worker.name, worker.can_do,
                                                   dict(worker.skill),
-                                                  capacity=worker.concurrency)
+                                                  capacity=worker.slots)
+            if self._auto_batch:
+                total = sum(w.slots for w in self.workers.values())
+                self.claim_batch = max(16, total // 2)
 
     def kinds(self) -> set[str]:
         """Kinds some worker of this dispatcher can do."""
@@ -208,8 +214,8 @@ class Dispatcher:
     # -- placement -------------------------------------------------------------
     def claim(self, store: TaskStore, *, start: bool, extra: int,
               stopping: bool = False) -> list[tuple[Worker, Task]]:
-        """Claim ready tasks into free slots (each worker may hold ``concurrency +
-        extra``) and book them.
+        """Claim ready tasks into free slots (each worker may hold ``slots + extra``,
+        ``extra`` counted in batches for a batch worker) and book them.
 
         With ``start``, a task that goes to a free consumer slot is claimed RUNNING (its
         attempt counted in the claim's own transaction, before its function can begin,
@@ -241,12 +247,17 @@ class Dispatcher:
 
     def _free_slots(self, extra: int) -> list[WorkerSlot]:
         for slot in self._slots.values():
-            slot.capacity = self.workers[slot.name].concurrency + (
-                0 if slot.name in self._no_prefetch else extra)
+            worker = self.workers[slot.name]
+            slot.capacity = worker.slots + (
+                0 if slot.name in self._no_prefetch else extra * (worker.batch_size or 1))
         return [s for s in self._slots.values() if s.free()]
 
     def _idle_consumers(self, slot: WorkerSlot) -> int:
-        return max(0, self.workers[slot.name].concurrency - slot.active)
+        return max(0, self.workers[slot.name].slots - slot.active)
+
+    def _batch_of(self, slot: WorkerSlot) -> int:
+        """Most tasks claimed for ``slot`` in one transaction: a whole batch at least."""
+        return max(self.claim_batch, self.workers[slot.name].batch_size or 1)
 
     def pull_plan(self, extra: int, stopping: bool = False) -> tuple[Worker, int, int]:
         """For a process with one pulling worker: ``(worker, room, start now)``, the
@@ -262,7 +273,7 @@ class Dispatcher:
     def _pull(self, store: TaskStore, free: list[WorkerSlot], start: bool) -> list[Task]:
         claimed: list[Task] = []
         for slot in free:
-            room = min(slot.capacity - slot.active, self.claim_batch)
+            room = min(slot.capacity - slot.active, self._batch_of(slot))
             now = min(self._idle_consumers(slot), room) if start else 0
             claimed += store.claim(slot.name, slot.can_do, room, start=now,
                                    lease_s=self.lease_s)
@@ -270,7 +281,8 @@ class Dispatcher:
 
     def _place(self, store: TaskStore, free: list[WorkerSlot], start: bool) -> list[Task]:
         kinds = set().union(*(s.can_do for s in free))
-        room = min(sum(s.capacity - s.active for s in free), self.claim_batch)
+        room = min(sum(s.capacity - s.active for s in free),
+                   max(self._batch_of(s) for s in free))
         ready = store.ready(kinds, room * 2)     # look ahead: longest first
         if self.strategy == "balanced":
             ready.sort(key=lambda t: self.estimate_s(t, store), reverse=True)
@@ -281,6 +293,7 @@ class Dispatcher:
             (now if idle.get(name, 0) > 0 else later).append((task_id, name))
             idle[name] = idle.get(name, 0) - 1
         return store.assign(now + later, start=len(now), lease_s=self.lease_s)
+
     def _pick(self, store: TaskStore, ready: Iterable[Task],
               room: int) -> list[tuple[str, str, float]]:
         """Choose a worker per task; the load is counted only while choosing."""

@@ -3,7 +3,8 @@
 One turn, in one store transaction (group commit): record the attempts that started,
 settle the ones that finished, claim new work into free slots. Claimed tasks go to
 their worker's lane; each lane runs ``concurrency`` consumers that take the next task
-the moment one ends (its prefetched tasks are already there). Side tasks: heartbeats
+the moment one ends (its prefetched tasks are already there); a batch worker's
+consumer takes up to ``batch_size`` queued tasks of one kind at once. Side tasks: heartbeats
 (at a third of the shortest lease held, at most every 10 s), wake-ups from the store
 (PostgreSQL ``LISTEN``), giving back prefetched tasks stuck behind a long one, and
 progress callbacks (run in a thread, never on the event loop).
@@ -85,12 +86,25 @@ class _Lane:
         if self._waiters:
             self._waiters.popleft().set()
 
-    async def get(self) -> Task:
+    async def get(self) -> list[Task]:
+        """The next task, or for a batch worker up to ``batch_size`` queued tasks of the
+        first one's kind (the others keep their place)."""
         while not self.items:
             waiter = anyio.Event()
             self._waiters.append(waiter)
             await waiter.wait()
-        return self.items.popleft()[0]
+        first = self.items.popleft()[0]
+        size = self.worker.batch_size or 1
+        if size == 1 or not self.items:
+            return [first]
+        batch, rest = [first], deque[tuple[Task, float]]()
+        for item in self.items:
+            if len(batch) < size and item[0].kind == first.kind:
+                batch.append(item[0])
+            else:
+                rest.append(item)
+        self.items = rest
+        return batch
 
     def overdue(self, older_than_s: float) -> list[Task]:
         """Take out the tasks that waited longer than ``older_than_s`` seconds."""
@@ -311,13 +325,17 @@ class RunLoop:
     # -- consumers -----------------------------------------------------------------
     async def _consume(self, lane: _Lane) -> None:
         while True:
-            task = await lane.get()
+            tasks = await lane.get()
             if self.sup.stopping:          # not started: handed back by _give_back_queued
-                self.unstarted.append(task)
+                self.unstarted.extend(tasks)
                 continue
-            if task.status is Status.ASSIGNED and not await self._start(task):
+            tasks = [t for t in tasks if t.status is not Status.ASSIGNED or await self._start(t)]
+            if not tasks:
                 continue
-            await self._execute(lane.worker, task)
+            if lane.worker.batch_size is not None:
+                await self._execute_batch(lane.worker, tasks)
+            else:
+                await self._execute(lane.worker, tasks[0])
             if lane.excess:                # a lent slot came back: one consumer retires
                 lane.excess -= 1
                 return
@@ -351,6 +369,19 @@ class RunLoop:
         except Exception as exc:      # classified in on_fail
             outcome = (task, False, exc)
         self.outcomes.append(outcome)
+        self._wake.set()
+
+    async def _execute_batch(self, worker: Worker, tasks: list[Task]) -> None:
+        """One call of a batch worker; each task settles on its own."""
+        try:
+            results = await worker.run_batch(tasks, self.sup.store)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):   # give the tasks back, do not lose them
+                for task in tasks:
+                    await anyio.to_thread.run_sync(self.sup.release, task)
+            raise
+        self.outcomes.extend((task, ok, value)
+                             for task, (ok, value) in zip(tasks, results, strict=True))
         self._wake.set()
 
     async def _release_overdue(self) -> None:

@@ -36,7 +36,7 @@ from ..errors import ConfigurationError, StoreError
 from .app import App
 from .store import TaskStore, TracksWorkers
 from .supervisor import Supervisor
-from .task import Task
+from .task import Status, Task
 from .worker import Worker
 
 __all__ = ["AppWorker", "default_worker_name", "load_app", "process_supervisor", "serve"]
@@ -86,10 +86,12 @@ class AppWorker(Worker):
         app: the App.
         name: the worker's name (``host:pid`` for ``foreperson worker``).
         kinds: kinds to take (default: all of the app's).
-        concurrency: tasks at once (>= 1).
+        concurrency: calls at once (>= 1); a batch worker (the app's functions were
+            registered with ``batch_size``) takes up to that many tasks per call.
 
     Raises:
-        ConfigurationError: a kind the app does not have, or an app without functions.
+        ConfigurationError: a kind the app does not have, an app without functions, or
+            batch and one-task functions mixed.
     """
 
     def __init__(self, app: App, name: str, *, kinds: list[str] | None = None,
@@ -101,9 +103,18 @@ class AppWorker(Worker):
                 f"the app has no task function for {unknown}; it has {sorted(app.kinds)}")
         if not chosen:
             raise ConfigurationError("the app has no task functions")
-        super().__init__(name, chosen, concurrency=concurrency)
+        super().__init__(name, chosen, concurrency=concurrency,
+                         batch_size=app.batch_size_of(chosen))
         self._functions = {k: app.functions[k] for k in chosen}
         self._threads = anyio.CapacityLimiter(concurrency)
+
+    async def execute_batch(self, tasks: list[Task]) -> Any:
+        """Run a batch's function (one kind): awaited when async, in a thread when
+        blocking."""
+        fn = self._functions[tasks[0].kind]
+        if _is_coroutine_function(fn):
+            return await fn(tasks)
+        return await anyio.to_thread.run_sync(fn, tasks, limiter=self._threads)
 
     async def execute(self, task: Task) -> Any:
         """Run the task's function: awaited when async, in a thread when blocking."""
@@ -145,7 +156,7 @@ def process_supervisor(store: TaskStore, worker: Worker, *, stale_after_s: float
     prefetch = worker.concurrency if prefetch is None else prefetch
     supervisor = Supervisor(store, pull=True, stale_after=stale_after_s, prefetch=prefetch,
                             kinds=worker.can_do)
-    supervisor.claim_batch = worker.concurrency + prefetch
+    supervisor.claim_batch = worker.slots + prefetch * (worker.batch_size or 1)
     supervisor.register(worker)
     return supervisor
 
@@ -174,6 +185,7 @@ async def serve(supervisor: Supervisor, *, grace_s: float = 30.0,
     process = _Process(supervisor, grace_s)
     async with anyio.create_task_group() as tg:
         tg.start_soon(process.registration)
+        tg.start_soon(process.report_unclaimable)
         if signals:
             tg.start_soon(process.watch_signals)
         tg.start_soon(process.enforce_grace)
@@ -208,6 +220,25 @@ class _Process:
             except StoreError as exc:
                 log.warning("cannot record this worker's heartbeat: %s", exc)
             await anyio.sleep(self.supervisor.heartbeat_every_s)
+
+    async def report_unclaimable(self, every_s: float = 30.0) -> None:
+        """Log, once per kind, the kinds of pending tasks this worker cannot take (a
+        worker started with other settings than the job that waits for it)."""
+        told: set[str] = set()
+        while True:
+            try:
+                pending = await anyio.to_thread.run_sync(
+                    lambda: self.supervisor.store.list_tasks(status=Status.PENDING, limit=500))
+            except StoreError as exc:
+                log.warning("cannot list pending tasks: %s", exc)
+                pending = []
+            strange = sorted({t.kind for t in pending} - set(self.worker.can_do) - told)
+            if strange:
+                told.update(strange)
+                log.warning("pending tasks of kinds this worker cannot take: %s (it takes %s); "
+                            "start a worker whose app and settings provide them",
+                            ", ".join(strange[:5]), ", ".join(sorted(self.worker.can_do)[:5]))
+            await anyio.sleep(every_s)
 
     async def watch_signals(self) -> None:
         """First SIGTERM/SIGINT: stop claiming; the second: give held tasks back now."""

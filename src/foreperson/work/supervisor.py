@@ -118,8 +118,8 @@ class Supervisor:
             :meth:`run`, so its next task starts the moment one ends (default 1).
         prefetch_wait_s: seconds a prefetched task may wait behind a long one before it
             is given back for another worker (default 2).
-        claim_batch: most tasks claimed per store transaction (default 16: small, so
-            work starts early).
+        claim_batch: most tasks claimed per store transaction (default: 16, small so
+            work starts early, or half of all workers' slots when that is more).
         hung_after: an attempt still running after this many times its lease (default
             10; None: never) is presumed hung inside a live process: its heartbeat stops,
             so its lease expires and the task is reclaimed and run again, and the hung
@@ -137,7 +137,7 @@ class Supervisor:
                  backoff_cap_s: float = 60.0, heartbeat_every_s: float | None = None,
                  sweep_every_s: float | None = None, clock: Clock | None = None,
                  rng: random.Random | None = None, pull: bool = False, prefetch: int = 1,
-                 prefetch_wait_s: float = 2.0, claim_batch: int = 16,
+                 prefetch_wait_s: float = 2.0, claim_batch: int | None = None,
                  hung_after: float | None = 10.0) -> None:
         if strategy not in STRATEGIES:
             raise ConfigurationError(f"unknown strategy {strategy!r}: choose one of {STRATEGIES}")

@@ -3,6 +3,11 @@
 A worker holds no view of the overall job (seed 000). It never touches the store
 itself: the supervisor (or a worker process's runtime) claims, heartbeats and settles
 on its behalf, with the task's lease token.
+
+A batch worker (``Worker(..., batch_size=N)``) takes up to N ready tasks of one kind in
+one call: its function receives a list and returns one result, or one exception, per
+task. Each task keeps its own lease, attempts, retries and DEAD verdict; the call
+shares only its cost (one model forward pass, one bulk API request).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import inspect
 import json
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -29,9 +34,11 @@ if TYPE_CHECKING:
     from .store import TaskStore
     from .supervisor import Supervisor
 
-__all__ = ["TaskContext", "TaskRuntime", "Worker", "checked_result", "current_task"]
+__all__ = ["BatchContext", "TaskContext", "TaskRuntime", "Worker", "checked_result",
+           "current_batch", "current_task"]
 
 TaskFn = Callable[[Task], Any] | Callable[[Task], Awaitable[Any]]
+BatchFn = Callable[[list[Task]], Any] | Callable[[list[Task]], Awaitable[Any]]
 
 
 class TaskRuntime(Protocol):
@@ -172,7 +179,57 @@ def checked_result(result: Any) -> Any:
     return result
 
 
+@dataclass(frozen=True)
+class BatchContext:
+    """What a batch function may ask while it runs (see :func:`current_batch`).
+
+    Attributes:
+        tasks: the tasks of the call, one kind, each with its own lease token.
+        worker: the worker's name.
+        store: the store holding them.
+    """
+
+    tasks: tuple[Task, ...]
+    worker: str
+    store: TaskStore
+
+    def dependency_results(self) -> dict[str, dict[str, Any]]:
+        """The results of every dependency of every task of the batch, read in one
+        store query: ``{task id: {dependency id: result}}`` (all COMPLETED, or the task
+        would not have been ready).
+
+        Raises:
+            StoreError: the store failed.
+        """
+        wanted = list(dict.fromkeys(d for t in self.tasks for d in t.depends_on))
+        found = self.store.finished_among(wanted) if wanted else {}
+        return {t.id: {d: (found[d].result if d in found else None) for d in t.depends_on}
+                for t in self.tasks}
+
+
+def _per_task(results: Any, tasks: list[Task]) -> list[tuple[bool, Any]]:
+    """A batch function's return value as ``(succeeded, result or exception)`` per task:
+    an exception in the list fails only its task; a non-JSON result is a GiveUp."""
+    if not isinstance(results, (list, tuple)) or len(results) != len(tasks):
+        got = len(results) if isinstance(results, (list, tuple)) else type(results).__name__
+        error = TypeError(f"a batch function must return a list with one result or "
+                          f"exception per task: got {got} for {len(tasks)} tasks")
+        return [(False, error)] * len(tasks)
+    out: list[tuple[bool, Any]] = []
+    for value in results:
+        if isinstance(value, BaseException):
+            out.append((False, value))
+            continue
+        try:
+            out.append((True, checked_result(value)))
+        except GiveUp as exc:
+            out.append((False, exc))
+    return out
+
+
 _CURRENT: contextvars.ContextVar[TaskContext] = contextvars.ContextVar("foreperson_task")
+_CURRENT_BATCH: contextvars.ContextVar[BatchContext] = contextvars.ContextVar(
+    "foreperson_batch")
 
 
 def current_task() -> TaskContext:
@@ -187,10 +244,26 @@ def current_task() -> TaskContext:
         raise LookupError("current_task() is only available inside a running task") from None
 
 
+def current_batch() -> BatchContext:
+    """The context of the batch call running in this thread or coroutine (a worker
+    with ``batch_size``).
+
+    Raises:
+        LookupError: called outside a batch function.
+    """
+    try:
+        return _CURRENT_BATCH.get()
+    except LookupError:
+        raise LookupError("current_batch() is only available inside a batch function "
+                          "(a Worker with batch_size)") from None
+
+
 class Worker:
     """Executes tasks of the kinds it declares.
 
     Subclass and override :meth:`execute` (plain or ``async def``), or pass ``fn``.
+    With ``batch_size``, override :meth:`execute_batch` instead, or pass a ``fn`` that
+    takes a list of tasks.
 
     Args:
         name: unique name, used in ``assigned_to`` and metrics.
@@ -203,16 +276,24 @@ class Worker:
             threads, at most ``concurrency`` at a time.
         timeout_s: seconds an attempt may take before it fails with TimeoutError
             (retryable); None = no limit. Only async work can be interrupted; a blocking
-            function's late result is discarded.
+            function's late result is discarded. For a batch worker, the bound of one
+            call.
+        batch_size: take up to this many ready tasks of one kind per call (>= 1); the
+            function receives ``list[Task]`` and returns a list with one JSON result,
+            or one exception instance, per task, in order (an exception raised by the
+            call fails every task of it). Each task is still fenced by its own lease,
+            retried and parked DEAD on its own. The worker holds up to ``concurrency *
+            batch_size`` tasks running. None (default): one task per call.
 
     Raises:
-        ConfigurationError: empty name, no kinds, or concurrency < 1.
+        ConfigurationError: empty name, no kinds, concurrency < 1 or batch_size < 1.
     """
 
     def __init__(self, name: str, can_do: Iterable[str] | None = None,
                  skill: Mapping[str, float] | None = None,
                  supervisor: Supervisor | None = None, *, fn: TaskFn | None = None,
-                 concurrency: int = 1, timeout_s: float | None = None) -> None:
+                 concurrency: int = 1, timeout_s: float | None = None,
+                 batch_size: int | None = None) -> None:
         if not name:
             raise ConfigurationError("a worker needs a name")
         self.name = name
@@ -223,6 +304,9 @@ class Worker:
             raise ConfigurationError(f"worker {name!r} declares no kinds (can_do)")
         if concurrency < 1:
             raise ConfigurationError(f"worker {name!r}: concurrency must be >= 1")
+        if batch_size is not None and batch_size < 1:
+            raise ConfigurationError(f"worker {name!r}: batch_size must be >= 1")
+        self.batch_size = batch_size
         self.skill = {k: float(v) for k, v in (skill or {}).items()}
         self.supervisor = supervisor
         self.fn = fn
@@ -231,8 +315,15 @@ class Worker:
         self._limiter: anyio.CapacityLimiter | None = None
 
     def __repr__(self) -> str:
+        batch = f", batch_size={self.batch_size}" if self.batch_size is not None else ""
         return (f"Worker({self.name!r}, can_do={sorted(self.can_do)}, "
-                f"concurrency={self.concurrency})")
+                f"concurrency={self.concurrency}{batch})")
+
+    @property
+    def slots(self) -> int:
+        """Tasks this worker runs at once: ``concurrency``, times ``batch_size`` for a
+        batch worker."""
+        return self.concurrency * (self.batch_size or 1)
 
     def execute(self, task: Task) -> Any:
         """Do the work of one task and return its JSON result.
@@ -248,9 +339,25 @@ class Worker:
             raise NotImplementedError(f"worker {self.name!r}: override execute() or pass fn=")
         return self.fn(task)
 
+    def execute_batch(self, tasks: list[Task]) -> Any:
+        """Do the work of a batch of tasks of one kind (a worker with ``batch_size``).
+
+        Returns:
+            a list with one JSON result, or one exception instance, per task, in order.
+
+        Raises:
+            NotImplementedError: neither overridden nor given ``fn``.
+        """
+        if self.fn is None:
+            raise NotImplementedError(f"worker {self.name!r}: override execute_batch() or "
+                                      "pass fn=")
+        return self.fn(tasks)  # type: ignore[arg-type]
+
     @property
     def is_async(self) -> bool:
         """True when the work is a coroutine function (run on the event loop)."""
+        if self.batch_size is not None and type(self).execute_batch is not Worker.execute_batch:
+            return inspect.iscoroutinefunction(self.execute_batch)
         if type(self).execute is not Worker.execute:
             return inspect.iscoroutinefunction(self.execute)
         return inspect.iscoroutinefunction(self.fn)
@@ -284,6 +391,39 @@ class Worker:
         finally:
             _CURRENT.reset(reset)
 
+    async def run_batch(self, tasks: list[Task], store: TaskStore) -> list[tuple[bool, Any]]:
+        """Execute a batch of tasks of one kind in one call, with :func:`current_batch`
+        set (async work on the loop, blocking work in a thread).
+
+        Returns:
+            ``(succeeded, result or exception)`` per task, in order: an exception
+            raised by the call (a timeout included) fails every task of the batch.
+        """
+        reset = _CURRENT_BATCH.set(BatchContext(tuple(tasks), self.name, store))
+        try:
+            bound = (anyio.fail_after(self.timeout_s) if self.timeout_s is not None
+                     else nullcontext())
+            with bound:
+                results = await self._call_batch(tasks)
+        except TimeoutError as exc:
+            if not str(exc):
+                exc = TimeoutError(f"worker {self.name!r}: the batch call took longer "
+                                   f"than timeout_s={self.timeout_s:g} s")
+            return [(False, exc)] * len(tasks)
+        except Exception as exc:        # classified per task in on_fail
+            return [(False, exc)] * len(tasks)
+        finally:
+            _CURRENT_BATCH.reset(reset)
+        return _per_task(results, tasks)
+
+    async def _call_batch(self, tasks: list[Task]) -> Any:
+        if self._is_async:
+            return await self.execute_batch(tasks)
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.concurrency)
+        return await anyio.to_thread.run_sync(self.execute_batch, tasks, limiter=self._limiter,
+                                              abandon_on_cancel=self.timeout_s is not None)
+
     async def _run(self, task: Task) -> Any:
         if self._is_async:
             return await self.execute(task)
@@ -293,6 +433,19 @@ class Worker:
         # (Python cannot stop a thread); its late result is discarded
         return await anyio.to_thread.run_sync(self.execute, task, limiter=self._limiter,
                                               abandon_on_cancel=self.timeout_s is not None)
+
+    def _batch_in_thread(self, tasks: list[Task], store: TaskStore) -> list[tuple[bool, Any]]:
+        reset = _CURRENT_BATCH.set(BatchContext(tuple(tasks), self.name, store))
+        try:
+            if self.is_async:
+                results = anyio.run(self.execute_batch, tasks)
+            else:
+                results = self.execute_batch(tasks)
+        except Exception as exc:
+            return [(False, exc)] * len(tasks)
+        finally:
+            _CURRENT_BATCH.reset(reset)
+        return _per_task(results, tasks)
 
     # -- seed 000's synchronous wiring ----------------------------------------
     def submit(self, task: Task) -> None:
@@ -313,6 +466,13 @@ class Worker:
         if supervisor.store.start(task.id, task.lease_token or ""):
             task.status = Status.RUNNING
             task.attempts += 1
+        if self.batch_size is not None:         # a batch of one, in this thread
+            ((ok, value),) = self._batch_in_thread([task], supervisor.store)
+            if ok:
+                supervisor.on_complete(task, value)
+            else:
+                supervisor.on_fail(task, value)
+            return
         reset = _CURRENT.set(TaskContext(task, self.name, supervisor.store))
         try:
             if self.is_async:

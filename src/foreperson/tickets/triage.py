@@ -1,0 +1,336 @@
+"""Triage: what in a ticket needs a human, and what in a draft must not be sent unread.
+
+Ticket signals, each language-aware (English, German, Spanish, French, Portuguese):
+
+* ``outage``: a service down for the customer ("outages", "went down", "servers are
+  down", "Ausfall", "está caída", "panne générale", "fora do ar");
+* ``security``: break-ins, fraud, leaks, account takeovers ("someone logged into my
+  account", "gehackt", "acceso no autorizado", "fuite de données", "hackeado");
+* ``legal``: threats of legal action ("our lawyer", "we will sue", "demanda judicial",
+  "avocat"); a word that means something else in the ticket's language is not a threat
+  (French "demande" is a request and "court" is short, Spanish "demanda" alone is
+  demand), and "Sue" with a capital is a name;
+* ``angry customer``: angry words ("unacceptable", "Frechheit"); shouting in capitals or
+  a run of exclamation marks counts only together with a negative word, so a delighted
+  "THANK YOU!!!" is not anger;
+* ``asks for a person``: the customer wants a human, a manager or a phone call.
+
+The patterns of the ticket's language are applied, and the English ones too (English
+phrases such as "server down" turn up in tickets written in any language).
+
+Draft promises (:func:`draft_promises`): a draft that promises money (a refund, a
+credit), a time ("within 5 business days", "tomorrow"), contact (a call, a visit) or
+announces an outage must be read by a person before it is sent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["SIGNALS", "Signal", "draft_promises", "ticket_signals"]
+
+SIGNALS = ("outage", "security", "legal", "angry customer", "asks for a person")
+"""The ticket signals, in the order their reasons are listed."""
+
+_I = re.IGNORECASE
+
+
+def _any(*patterns: str, flags: int = _I) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in patterns), flags)
+
+
+_DOWN_SUBJECTS = (r"(?:servers?|site|website|web ?site|service|services|system|systems|"
+                  r"platform|api|app|application|portal|network|dashboard|checkout|"
+                  r"login|database|cloud|everything|production|email|e-mail)")
+
+_OUTAGE = {
+    "en": _any(r"\boutages?\b", r"\bdown ?time\b",
+               r"(?<!price )(?<!prices )(?<!cost )(?<!costs )(?<!rate )"
+               r"\b(?:went|goes|go|going|is|are|was|were|been|be) down\b",
+               rf"\b{_DOWN_SUBJECTS}(?: \w+)? (?:is|are|was|were|has been|have been|keeps? going) "
+               r"(?:completely |totally |still |all )?(?:down|offline|unreachable|unavailable)",
+               rf"\b{_DOWN_SUBJECTS} down\b", r"\bnot (?:reachable|available) (?:at all|for (?:anyone|everyone|all))",
+               r"\bunreachable\b", r"\bservice unavailable\b", r"\b50[23] errors?\b",
+               r"\bdown for (?:everyone|all|us|our)\b",
+               r"\bservice (?:disruption|interruption)s?\b"),
+    "de": _any(r"\w*ausf[äa]ll\w*", r"\bausgefallen\b", r"\bnicht (?:mehr )?erreichbar\b",
+               r"\bst[öo]rung(?:en)?\b", r"\bserver (?:ist |sind )?down\b",
+               r"\b(?:komplett|völlig|total) (?:down|offline)\b", r"\bnichts (?:lädt|geht) mehr\b"),
+    "es": _any(r"\bca[íi]d[oa]s?\b(?! de (?:precios?|ventas|la demanda))", r"\bse (?:ha )?ca[íi]do\b", r"\bfuera de servicio\b",
+               r"\binterrupci[oó]n(?:es)?\b", r"\bsin servicio\b", r"\bno (?:est[áa] )?disponible para nadie\b",
+               r"\bno funciona para nadie\b"),
+    "fr": _any(r"\bpannes? (?:g[ée]n[ée]rales?|de (?:service|serveur|r[ée]seau|syst[èe]me))\b",
+               r"\b(?:serveurs?|site|service|plateforme|syst[èe]me|r[ée]seau) (?:est |sont )?en panne\b",
+               r"\bhors service\b", r"\binterruptions? (?:de|du) service\b", r"\bindisponibles?\b",
+               r"\bne r[ée]pond plus\b", r"\bcoupures?\b"),
+    "pt": _any(r"\bfora do ar\b", r"\binterrup[çc](?:ão|ões)\b", r"\bindispon[íi]ve(?:l|is)\b",
+               r"\bqueda (?:do|dos|de) (?:servi[çc]o|sistema|servidor)", r"\b(?:servidor|sistema|site|servi[çc]o) caiu\b",
+               r"\bfora de servi[çc]o\b"),
+}
+
+_SECURITY = {
+    "en": _any(r"\bhack(?:ed|er|ers|ing)?\b", r"\bbreach(?:ed|es)?\b", r"\bphishing\b",
+               r"\bmalware\b", r"\bransomware\b", r"\bunauthori[sz]ed\b", r"\bdata leak\w*",
+               r"\bstolen\b", r"\bfraud\w*", r"\bcompromised\b", r"\bidentity theft\b",
+               r"\baccount takeover\b", r"\bsuspicious (?:log ?ins?|sign[- ]?ins?|activity|access)\b",
+               r"\bsomeone (?:has )?(?:logged|signed|got|broke) in(?:to)?\b",
+               r"\b(?:log ?ins?|sign[- ]?ins?) from (?:another|a different|an unknown|a foreign|other) "
+               r"(?:country|location|device|ip)\b",
+               r"\bvulnerabilit(?:y|ies)\b", r"\bsecurity (?:incident|breach|issue|flaw|hole)\b"),
+    "de": _any(r"\bgehackt\b", r"\bhacker\w*", r"\bunbefugt\w*", r"\bdatenleck\w*",
+               r"\bdatenpanne\w*", r"\bsicherheitsl[üu]cke\w*", r"\bphishing\w*", r"\bbetrug\w*",
+               r"\bbetr[üu]ger\w*", r"\bkompromittiert\b", r"\bverd[äa]chtige (?:anmeld\w*|zugriff\w*|aktivit\w*)",
+               r"\bschadsoftware\b", r"\bmalware\b", r"\bidentit[äa]tsdiebstahl\b", r"\bgestohlen\b"),
+    "es": _any(r"\bhacke(?:ad[oa]s?|o|r|aron)\b", r"\bacceso no autorizado\b", r"\bno autorizad[oa]s?\b",
+               r"\bviolaci[oó]n de (?:datos|seguridad)\b", r"\bbrecha de (?:seguridad|datos)\b",
+               r"\bfraude\w*", r"\bphishing\b", r"\bmalware\b", r"\bcomprometid[oa]s?\b",
+               r"\brobo de (?:identidad|datos|cuenta)\b", r"\bvulnerabilidad(?:es)?\b",
+               r"\bfuga de datos\b", r"\brobad[oa]s?\b", r"\brobaron\b"),
+    "fr": _any(r"\bpirat[ée]e?s?\b", r"\bpiratage\b", r"\bfuite de donn[ée]es\b",
+               r"\bacc[èe]s non autoris[ée]\b", r"\bnon autoris[ée]e?s?\b", r"\bhame[çc]onnage\b",
+               r"\bphishing\b", r"\bfraude\w*", r"\bmalware\b", r"\blogiciel malveillant\b",
+               r"\bviolation de (?:donn[ée]es|s[ée]curit[ée])\b", r"\bfaille de s[ée]curit[ée]\b",
+               r"\busurpation d'identit[ée]\b", r"\bvol[ée]e?s? (?:de|mes|mon|ma)\b"),
+    "pt": _any(r"\bhackead[oa]s?\b", r"\bhacker\w*", r"\bn[ãa]o autorizad[oa]s?\b",
+               r"\bvazamento\w*", r"\bfraude\w*", r"\bphishing\b", r"\bmalware\b",
+               r"\bviola[çc][ãa]o de (?:dados|seguran[çc]a)\b", r"\bcomprometid[oa]s?\b",
+               r"\binvadid[oa]s?\b", r"\bsem (?:a )?minha autoriza[çc][ãa]o\b",
+               r"\broubo de (?:identidade|dados|conta)\b", r"\bfalha de seguran[çc]a\b"),
+}
+
+_LEGAL = {
+    "en": _any(r"\blawyers?\b", r"\battorneys?\b", r"\blawsuits?\b", r"\blegal (?:action|steps|proceedings)\b",
+               r"\bsmall[- ]claims\b", r"\b(?:take|taking|see) (?:you|them|this|the matter) to court\b",
+               r"\bcourt (?:order|case|action)\b", r"\bclass action\b",
+               r"\b(?:report|complain\w*) (?:you )?to the (?:regulator|ombudsman|authorities|data protection authority)\b",
+               r"\bconsumer protection (?:agency|office|authority)\b"),
+    "de": _any(r"\banw[äa]lt\w*", r"\brechtsanw[äa]lt\w*", r"\bklage\b", r"\bverklagen\b",
+               r"\bverklage\b", r"\bgericht\w*", r"\brechtliche schritte\b", r"\bjuristische schritte\b",
+               r"\bverbraucherzentrale\b", r"\babmahnung\b"),
+    "es": _any(r"\babogad[oa]s?\b", r"\bdemanda judicial\b",
+               r"\b(?:presentar[ée]?|presentaremos|interponer|interpondr[ée]|pondr[ée]) (?:una )?demanda\b",
+               r"\bdemandar(?:[ée]|emos|les|los)?\b", r"\bacciones? legal(?:es)?\b",
+               r"\bmedidas legales\b", r"\btribunal(?:es)?\b", r"\bdenuncia\w*"),
+    "fr": _any(r"\bavocats?\b", r"\bpoursuites? (?:judiciaires?|en justice)\b", r"\baction en justice\b",
+               r"\bporter plainte\b", r"\bd[ée]poser (?:une )?plainte\b", r"\btribunal\b",
+               r"\bmise en demeure\b", r"\bmesures? l[ée]gales?\b"),
+    "pt": _any(r"\badvogad[oa]s?\b", r"\bprocesso judicial\b", r"\ba[çc][ãa]o judicial\b",
+               r"\bprocessar(?:ei|emos)?\b", r"\bmedidas (?:legais|judiciais)\b", r"\btribuna(?:l|is)\b",
+               r"\bprocon\b", r"\bjustiça\b"),
+}
+# "sue" in lower case (or shouted), with what makes it a threat: never the name "Sue"
+_SUE = re.compile(r"\b(?:will|going to|gonna|shall|to|could|may|might|would|we'll|i'll|and) "
+                  r"(?:sue|SUE)\b|\b(?:sue|SUE) (?:you|your|them|the company|for)\b")
+
+_ANGRY = {
+    "en": _any(r"\bunacceptable\b", r"\bridiculous\b", r"\bfurious\b", r"\boutrageous\b",
+               r"\bworst\b", r"\bdisgusting\b", r"\bfed up\b", r"\bpathetic\b",
+               r"\bincompetent\b", r"\bscam\b", r"\bdisgrace\w*", r"\bfurious\b",
+               r"\bsick and tired\b", r"\bshame on you\b", r"\bnever again\b", r"\bangry\b",
+               r"\bterrible service\b", r"\bhorrible\b", r"\babsolute(?:ly)? (?:joke|useless)\b"),
+    "de": _any(r"\bfrechheit\b", r"\binakzeptabel\b", r"\bunversch[äa]mt\w*", r"\bskandal\w*",
+               r"\bunm[öo]glich\w*", r"\bsauer\b", r"\bw[üu]tend\b", r"\bzumutung\b",
+               r"\bl[äa]cherlich\b", r"\bentt[äa]uscht\b"),
+    "es": _any(r"\binaceptable\b", r"\bvergonzos[oa]\b", r"\bindignad[oa]\b", r"\bfuriose?[oa]?\b",
+               r"\bharto\b", r"\bharta\b", r"\bestafa\b", r"\bp[ée]sim[oa]\b", r"\brid[íi]cul[oa]\b",
+               r"\bes una verg[üu]enza\b"),
+    "fr": _any(r"\binadmissible\b", r"\binacceptable\b", r"\bscandaleu(?:x|se)\b", r"\bhonteu(?:x|se)\b",
+               r"\bfurieu(?:x|se)\b", r"\bras le bol\b", r"\bridicule\b", r"\barnaque\b",
+               r"\bc'est une honte\b", r"\bexasp[ée]r[ée]e?\b"),
+    "pt": _any(r"\binaceit[áa]vel\b", r"\babsurdo\b", r"\bvergonha\b", r"\bfurios[oa]\b",
+               r"\brid[íi]cul[oa]\b", r"\bp[ée]ssim[oa]\b", r"\bgolpe\b", r"\bcansad[oa] de\b",
+               r"\bindignad[oa]\b", r"\brevoltad[oa]\b"),
+}
+# milder negative words: together with shouting or "!!!" they make anger
+_NEGATIVE = {
+    "en": _any(r"\bnot\b", r"\bno\b", r"\bnever\b", r"\bnothing\b", r"\bnobody\b", r"\bno one\b",
+               r"\w+n't\b", r"\bcannot\b", r"\bbroken\b", r"\bwrong\b", r"\bfail\w*", r"\berrors?\b",
+               r"\bstill\b", r"\bagain\b", r"\bbad\b", r"\bwaste\w*", r"\bworst\b", r"\bangry\b",
+               r"\bdown\b", r"\blosing\b", r"\blost\b", r"\bwhy\b", r"\bwaiting\b", r"\bcharged\b"),
+    "de": _any(r"\bnicht\b", r"\bnichts\b", r"\bkein\w*", r"\bnie\b", r"\bniemand\b",
+               r"\bimmer noch\b", r"\bschon wieder\b", r"\bkaputt\b", r"\bfalsch\b", r"\bfehler\w*",
+               r"\bwarum\b"),
+    "es": _any(r"\bno\b", r"\bnada\b", r"\bnadie\b", r"\bnunca\b", r"\btodav[íi]a\b",
+               r"\botra vez\b", r"\berror\w*", r"\bmal\b", r"\bpor qu[ée]\b"),
+    "fr": _any(r"\bne\b", r"\bn'", r"\bpas\b", r"\brien\b", r"\bjamais\b", r"\btoujours pas\b",
+               r"\bencore\b", r"\berreurs?\b", r"\bpourquoi\b"),
+    "pt": _any(r"\bn[ãa]o\b", r"\bnada\b", r"\bningu[ée]m\b", r"\bnunca\b", r"\bainda\b",
+               r"\bde novo\b", r"\berros?\b", r"\bpor que\b"),
+}
+
+_PERSON = {
+    "en": _any(r"\b(?:talk|speak|chat) (?:to|with) (?:a|an|your|some|the)? ?(?:real )?(?:person|human|"
+               r"manager|supervisor|agent|representative|someone|somebody|people)\b",
+               r"\breal (?:person|human)\b", r"\bhuman (?:agent|being|support)\b",
+               r"\b(?:call|phone|ring) me(?: back)?\b", r"\b(?:a|your) call ?back\b",
+               r"\bescalate\b", r"\b(?:not|no) (?:a )?(?:bot|robot|chatbot|automated (?:reply|answer))\b",
+               r"\bgive me a call\b"),
+    "de": _any(r"\bmit einem (?:menschen|mitarbeiter|vorgesetzten|verantwortlichen)\b",
+               r"\bpers[öo]nlich sprechen\b", r"\bvorgesetzt\w*", r"\br[üu]ckruf\b",
+               r"\brufen sie mich\b", r"\bechte[nrm]? (?:mensch|person)\w*", r"\bkein(?:en)? bot\b"),
+    "es": _any(r"\bhablar con (?:una persona|un agente|un humano|alguien|un supervisor|un responsable|"
+               r"un encargado|el encargado|el responsable|un ser humano)\b",
+               r"\bll[áa]menme\b", r"\bme (?:llamen|llame)\b", r"\bpersona real\b", r"\bllamada\b"),
+    "fr": _any(r"\bparler (?:[àa]|avec) (?:une personne|un humain|quelqu'un|un conseiller|un responsable|"
+               r"un (?:vrai )?interlocuteur|un superviseur)\b",
+               r"\brappelez[- ]moi\b", r"\b[êe]tre rappel[ée]e?\b", r"\bme rappeler\b",
+               r"\bpersonne r[ée]elle\b", r"\bappelez[- ]moi\b"),
+    "pt": _any(r"\bfalar com (?:uma pessoa|um atendente|um humano|algu[ée]m|um supervisor|o gerente|"
+               r"um gerente|um respons[áa]vel)\b", r"\bme liguem?\b", r"\bpessoa real\b",
+               r"\bliga[çc][ãa]o\b", r"\bretorno por telefone\b"),
+}
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One triage signal found in a ticket.
+
+    Attributes:
+        name: one of :data:`SIGNALS`.
+        evidence: the words that raised it, as written (lower case).
+    """
+
+    name: str
+    evidence: str
+
+    @property
+    def reason(self) -> str:
+        """``name (evidence)``, as an output line's ``reason`` shows it."""
+        return f"{self.name} ({self.evidence})"
+
+
+def _tables(language: str) -> list[str]:
+    return [language] if language == "en" else [language, "en"]
+
+
+def _first(patterns: dict[str, re.Pattern[str]], text: str, languages: Iterable[str]) -> str:
+    for lang in languages:
+        pattern = patterns.get(lang)
+        match = pattern.search(text) if pattern is not None else None
+        if match:
+            return " ".join(match.group(0).lower().split())
+    return ""
+
+
+def _shouting(text: str) -> bool:
+    words = re.findall(r"[^\W\d_]{4,}", text)
+    loud = [w for w in words if w.isupper()]
+    return len(loud) >= 3 and len(loud) >= 0.3 * len(words)
+
+
+def _anger(text: str, languages: list[str]) -> str:
+    word = _first(_ANGRY, text, languages)
+    if word:
+        return word
+    loud = _shouting(text)
+    exclaimed = text.count("!") >= 3 or "!!" in text
+    if (loud or exclaimed) and _first(_NEGATIVE, text, languages):
+        return "shouting" if loud else "exclamation marks"
+    return ""
+
+
+def ticket_signals(text: str, language: str = "en") -> list[Signal]:
+    """Every signal in a ticket, in the order of :data:`SIGNALS`.
+
+    Args:
+        text: the ticket (subject and body).
+        language: its language (a code of :data:`~foreperson.tickets.language.LANGUAGES`);
+            that language's patterns and the English ones are applied.
+
+    Returns:
+        the signals found (empty: nothing needs a human).
+    """
+    languages = _tables(language)
+    found = []
+    for name, patterns in (("outage", _OUTAGE), ("security", _SECURITY)):
+        evidence = _first(patterns, text, languages)
+        if evidence:
+            found.append(Signal(name, evidence))
+    legal = _first(_LEGAL, text, languages)
+    if not legal:
+        sue = _SUE.search(text)
+        legal = sue.group(0).lower() if sue else ""
+    if legal:
+        found.append(Signal("legal", legal))
+    anger = _anger(text, languages)
+    if anger:
+        found.append(Signal("angry customer", anger))
+    person = _first(_PERSON, text, languages)
+    if person:
+        found.append(Signal("asks for a person", person))
+    return found
+
+
+_WEEKDAYS = (r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|montag|dienstag|"
+             r"mittwoch|donnerstag|freitag|samstag|sonntag|lunes|martes|mi[ée]rcoles|jueves|"
+             r"viernes|s[áa]bado|domingo|lundi|mardi|mercredi|jeudi|vendredi|samedi|dimanche|"
+             r"segunda|ter[çc]a|quarta|quinta|sexta")
+
+_PROMISES = {
+    "money": _any(
+        r"\brefund\w*", r"\breimburs\w*", r"\bmoney back\b", r"\bcompensat\w*",
+        r"\bcredit(?:ed)? (?:to |on )?(?:your|the) (?:account|card|invoice)\b", r"\ba credit (?:note|of)\b",
+        r"\berstatt\w*", r"\br[üu]ckerstatt\w*", r"\bgutschrift\w*", r"\bgutgeschrieben\b",
+        r"\bgeld zur[üu]ck\b", r"\bentsch[äa]dig\w*",
+        r"\breembols\w*", r"\bdevoluci[oó]n del (?:dinero|importe|pago|cobro)\b",
+        r"\bdevolver(?:emos|le)? (?:el|su) (?:dinero|importe)\b", r"\babon(?:o|aremos|ar) ", r"\bcompensaci[oó]n\b",
+        r"\brembours\w*", r"\bun avoir\b", r"\bd[ée]dommag\w*", r"\bcr[ée]dit(?:[ée]|erons)\b",
+        r"\bestorn\w*", r"\bdevolu[çc][ãa]o (?:do|de) (?:dinheiro|valor|pagamento)\b",
+        r"\bcompensa[çc][ãa]o\b"),
+    "a time": _any(
+        r"\bwithin (?:the next )?(?:\d+|one|two|three|four|five|a few|24|48|72)[- ](?:business |working )?"
+        r"(?:hours?|days?|weeks?)\b", r"\bin the next \d+ (?:hours?|days?)\b",
+        rf"\bby (?:tomorrow|tonight|the end of (?:the )?(?:day|week|month)|{_WEEKDAYS})\b",
+        r"\b(?:today|tomorrow|tonight)\b", r"\b\d+[- ](?:business|working) days?\b",
+        r"\binnerhalb (?:von |der n[äa]chsten )?(?:\d+|zwei|drei|f[üu]nf|einem|einer|24|48)\b",
+        r"\bbis (?:morgen|heute abend|ende der woche)\b", r"\b(?<!guten )morgen\b", r"\bheute\b",
+        r"\bwerktag\w*", r"\bin den n[äa]chsten \d+\b",
+        r"\ben (?:un plazo de |los pr[óo]ximos )?\d+ (?:d[íi]as|horas)\b", r"\bdentro de (?:\d+|dos|tres|cinco|24|48)\b",
+        r"\bhoy\b", r"\b(?<!esta )(?<!la )ma[ñn]ana\b", r"\bd[íi]as h[áa]biles\b",
+        r"\bsous \d+ (?:jours|heures)\b", r"\bdans les \d+ (?:jours|heures|prochain)", r"\baujourd'hui\b",
+        r"\bdemain\b", r"\bjours? ouvr[ée]s\b", r"\bjours? ouvrables\b",
+        r"\bem at[ée] \d+\b", r"\bhoje\b", r"\bamanh[ãa]\b", r"\bdias [úu]teis\b",
+        r"\bnas pr[óo]ximas \d+ horas\b"),
+    "contact": _any(
+        r"\b(?:we|i|someone|somebody|they|he|she|a (?:technician|colleague|supervisor|specialist|manager|"
+        r"member of our team|team member|representative)|our (?:team|technician|specialist|manager))"
+        r"(?: will|'ll| shall| is going to| are going to) (?:call|phone|ring|contact|visit|reach out to|get in touch with) you",
+        r"\bcall you(?: back)?\b", r"\bcall-?back\b", r"\bgive you a call\b",
+        r"\b(?:will|'ll) be in touch\b", r"\btechnician will (?:visit|come)\b",
+        r"\b(?:rufen|ruft) (?:sie|ihnen) (?:\w+ )?(?:an|zur[üu]ck)\b", r"\br[üu]ckruf\w*",
+        r"\b(?:werden|wird) (?:sie|ihnen) (?:\w+ )?(?:kontaktieren|anrufen)\b", r"\bmelden (?:uns|sich) (?:\w+ )?bei ihnen\b",
+        r"\bsetzen uns (?:\w+ )?mit ihnen in verbindung\b",
+        r"\b(?:le|te|lo|la) (?:llamaremos|llamar[áa]|contactaremos|contactar[áa])\b",
+        r"\bnos pondremos en contacto\b", r"\bse pondr[áa] en contacto\b",
+        r"\bvous rappell?er(?:ons|a|ai)?\b", r"\bvous (?:contacterons|contactera|appellerons|appellera)\b",
+        r"\bprendr(?:ons|a) contact avec vous\b", r"\breviendr(?:ons|a) vers vous\b",
+        r"\b(?:entraremos|entrar[áa]) em contato\b", r"\b(?:vamos|iremos|vai) (?:ligar|contatar|retornar)\b",
+        r"\bligaremos\b"),
+    "an outage": _any(
+        r"\b(?:we are|we're) (?:aware of|experiencing|investigating) (?:an?|the) (?:outage|disruption|incident)\b",
+        r"\bknown (?:outage|incident)\b", r"\b(?:an|the) outage\b", r"\bongoing (?:outage|incident|disruption)\b",
+        r"\bst[öo]rung bekannt\b", r"\bbekannte st[öo]rung\b", r"\bausfall\b",
+        r"\binterrupci[oó]n (?:conocida|general)\b", r"\bca[íi]da (?:general|del servicio)\b",
+        r"\bpanne g[ée]n[ée]rale\b", r"\bincident en cours\b",
+        r"\binterrup[çc][ãa]o (?:conhecida|geral)\b", r"\bfora do ar\b"),
+}
+
+
+def draft_promises(draft: str) -> list[str]:
+    """What a draft promises that a person must confirm before it is sent.
+
+    Args:
+        draft: the reply text (any of the five languages).
+
+    Returns:
+        reasons such as ``"draft promises money (refund)"`` (empty: nothing promised).
+    """
+    out = []
+    for what, pattern in _PROMISES.items():
+        match = pattern.search(draft)
+        if match:
+            verb = "announces" if what == "an outage" else "promises"
+            out.append(f"draft {verb} {what} ({' '.join(match.group(0).lower().split())})")
+    return out

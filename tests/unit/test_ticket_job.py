@@ -1,0 +1,73 @@
+"""The ticket job's run: batches, settings carried by the tasks, remote workers that fit."""
+
+from __future__ import annotations
+
+import anyio
+import anyio.from_thread
+import pytest
+
+from foreperson.errors import ConfigurationError
+from foreperson.tickets.job import TicketJob, local_workers, run_job
+from foreperson.tickets.model import Example, TicketModel
+from foreperson.tickets.reader import Ticket, TicketFile
+from foreperson.work import MemoryStore, Status
+
+
+def examples() -> list[Example]:
+    out = []
+    for i in range(8):
+        out += [Example(f"my invoice {i} shows a wrong charge", "Billing",
+                        "We are checking the charge on your invoice.", language="en"),
+                Example(f"the parcel {i} was never delivered", "Shipping",
+                        "We are asking the carrier where the parcel is.", language="en")]
+    return out
+
+
+@pytest.fixture(scope="module")
+def job() -> TicketJob:
+    return TicketJob(TicketModel(examples()))
+
+
+def tickets(n: int) -> TicketFile:
+    return TicketFile([Ticket(f"T{i}", "", f"my invoice {i} shows a wrong charge", i + 2)
+                       for i in range(n)], path="in.csv")
+
+
+def test_the_offline_model_runs_in_batches_on_one_worker(job, tmp_path):
+    assert local_workers(job, 8) == 1 and local_workers(job, 0) == 0
+    assert job.app().worker("w").batch_size == job.model.batch_size
+    store = MemoryStore()
+    report = anyio.run(lambda: run_job(tickets(150), store, tmp_path / "o.jsonl", workers=8,
+                                       job=job))
+    assert report.written == 150 and report.categories == {"Billing": 150}
+    assert store.stats().counts[Status.COMPLETED] == 450
+
+
+def test_each_task_carries_the_settings_and_a_changed_one_is_named(job, tmp_path):
+    (task,) = [t for t in job.tasks(tickets(1).tickets[0]) if t.id.endswith("classify")]
+    assert task.payload["settings"] == {"target_precision": 0.9, "min_confidence": None}
+    store = MemoryStore()
+    anyio.run(lambda: run_job(tickets(3), store, tmp_path / "o.jsonl", workers=1, job=job))
+    stricter = TicketJob(job.model, target_precision=0.95)
+    with pytest.raises(ConfigurationError, match="--target-precision was 0.9 .* is 0.95 now"):
+        anyio.run(lambda: run_job(tickets(3), store, tmp_path / "o.jsonl", workers=1,
+                                  job=stricter))
+
+
+def test_with_remote_workers_only_the_job_says_when_nothing_takes_its_tasks(job, tmp_path):
+    said: list[str] = []
+
+    async def main() -> None:
+        with anyio.move_on_after(30) as scope:
+            def tell(line: str) -> None:          # called from a worker thread
+                said.append(line)
+                anyio.from_thread.run_sync(scope.cancel)
+
+            await run_job(tickets(2), MemoryStore(), tmp_path / "o.jsonl", workers=0,
+                          job=job, notice=tell, remote_hint="start them with: X=1 worker",
+                          stalled_after_s=0.3)
+
+    anyio.run(main)
+    assert len(said) == 1
+    assert said[0].startswith("no live worker has taken this job's tasks for")
+    assert said[0].endswith("start them with: X=1 worker")

@@ -1,0 +1,70 @@
+"""Triage signals a support lead can trust, in five languages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from foreperson.tickets.model import Classification, triage
+from foreperson.tickets.triage import SIGNALS, ticket_signals
+
+TRIAGE_SET = Path(__file__).resolve().parents[1] / "fixtures" / "triage" / "triage_set.jsonl"
+SURE = Classification("general", 0.99, "medium", "")
+
+
+def names(text: str, language: str = "en") -> set[str]:
+    return {s.name for s in ticket_signals(text, language)}
+
+
+@pytest.mark.parametrize(("text", "language", "signal"), [
+    ("We're experiencing intermittent outages with the API since this morning.", "en",
+     "outage"),
+    ("The website went down an hour ago.", "en", "outage"),
+    ("Our servers are down.", "en", "outage"),
+    ("Someone logged into my account from another country and changed my password.", "en",
+     "security"),
+    ("We will sue you if this is not fixed.", "en", "legal"),
+    ("THIS IS THE THIRD TIME NOTHING WORKS", "en", "angry customer"),
+    ("I need to talk to a person", "en", "asks for a person"),
+    ("Seit heute Nacht kompletter Serverausfall.", "de", "outage"),
+    ("Presentaré una demanda si no me devuelven el dinero.", "es", "legal"),
+    ("Mon avocat va vous contacter.", "fr", "legal"),
+    ("O sistema está fora do ar.", "pt", "outage"),
+])
+def test_inflected_forms_and_phrases_are_found(text, language, signal):
+    assert signal in names(text, language)
+
+
+@pytest.mark.parametrize(("text", "language"), [
+    ("Je vous écris en demandant un remboursement de ma facture.", "fr"),
+    ("Le délai de livraison est trop court pour nous.", "fr"),
+    ("Tenemos una demanda muy alta este mes, necesitamos más licencias.", "es"),
+    ("Sue from our accounting team asked me to forward this invoice.", "en"),
+    ("YOU JUST MADE MY DAY!!! THANK YOU SO MUCH!!!", "en"),
+    ("The price went down last month, will my invoice change?", "en"),
+])
+def test_words_that_mean_something_else_are_not_taken_for_signals(text, language):
+    assert names(text, language) == set()
+
+
+def test_every_reason_is_listed_with_its_evidence():
+    verdict = triage("This is unacceptable! Our lawyer will sue you. The site is down.", SURE,
+                     0.5)
+    assert verdict.needs_human
+    assert [r.split(" (")[0] for r in verdict.reasons] == ["outage", "legal", "angry customer"]
+    assert "legal (lawyer)" in verdict.reasons
+
+
+def test_the_labelled_triage_set_meets_the_targets_for_every_signal():
+    rows = [json.loads(line) for line in TRIAGE_SET.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) >= 200 and {r["language"] for r in rows} == {"en", "de", "es", "fr", "pt"}
+    for signal in SIGNALS:
+        found = [signal in names(r["text"], r["language"]) for r in rows]
+        truth = [signal in r["signals"] for r in rows]
+        tp = sum(f and t for f, t in zip(found, truth, strict=True))
+        precision = tp / max(1, sum(found))
+        recall = tp / max(1, sum(truth))
+        assert sum(truth) >= 20, signal
+        assert precision >= 0.9 and recall >= 0.8, (signal, precision, recall)
