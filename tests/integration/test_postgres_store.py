@@ -443,8 +443,9 @@ def test_sigterm_lets_running_tasks_finish_and_gives_back_the_prefetched(group, 
     [store] = stores(1)
     store.add([Task("slow", {"s": 2.0}, id=f"s{i}") for i in range(5)])
     worker = group.start(kinds="slow", concurrency=2, prefetch=1, grace=20)
-    wait_until(lambda: store.stats().counts[Status.ASSIGNED] == 1,
-               timeout=20, what="two running and one prefetched task")
+    wait_until(lambda: store.stats().counts[Status.ASSIGNED] == 1
+               and sum(w[0] == "start" for w in group.lines()) == 2,
+               timeout=20, what="two running (their functions begun) and one prefetched task")
     before = {t.id: t.status for t in store.list_tasks()}
     worker.kill(signal.SIGTERM)
     assert worker.proc.wait(15) == 0
@@ -464,8 +465,10 @@ def test_after_the_grace_period_running_tasks_are_given_back(group, stores):
     [store] = stores(1)
     store.add([Task("slow", {"s": 60}, id="long")])
     worker = group.start(kinds="slow", concurrency=1, grace=0.5)
-    wait_until(lambda: store.get("long").status is Status.RUNNING, timeout=20,
-               what="the long task to start")
+    # RUNNING in the store is not enough: a task claimed into a free slot is RUNNING
+    # before its function begins (and one not begun is given back at once on SIGTERM)
+    wait_until(lambda: any(w[:2] == ["start", "long"] for w in group.lines()), timeout=20,
+               what="the long task's function to start")
     worker.kill(signal.SIGTERM)
     worker.proc.wait(15)
     back = store.get("long")
