@@ -185,10 +185,13 @@ def use_span(span: Any) -> Iterator[None]:
     if span is None:
         yield
         return
-    trace = _trace()
-    with trace.use_span(span, end_on_exit=False, record_exception=False,
-                        set_status_on_exception=False):
+    from opentelemetry import context
+
+    token = context.attach(_api.set_span_in_context(span))
+    try:
         yield
+    finally:
+        context.detach(token)
 
 
 def end_span(span: Any, error: BaseException | None = None,

@@ -20,7 +20,15 @@ if TYPE_CHECKING:
 
 from ..errors import ConfigurationError
 from ..work.store import TaskStore
-from ._common import DB_HELP, DSN_HELP, open_store, redact
+from ._common import (
+    DB_HELP,
+    DSN_HELP,
+    METRICS_HOST_HELP,
+    METRICS_PORT_HELP,
+    open_store,
+    redact,
+    start_metrics,
+)
 
 EXAMPLES_HELP = ("Labelled tickets to train on (CSV/JSON/JSONL with text, label and answer "
                  "columns); default: the small multilingual set bundled with foreperson.")
@@ -45,6 +53,8 @@ def tickets(
     model: Annotated[Optional[str], typer.Option(help="Use a language model instead of the offline classifier, e.g. gpt-4o-mini, claude-opus-4-7, openai:NAME (key from OPENAI_API_KEY / ANTHROPIC_API_KEY). The offline classifier is the default.")] = None,  # noqa: UP045
     base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible server for --model (vLLM, llama.cpp, Ollama).")] = None,  # noqa: UP045
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Live progress display (default: on a terminal).")] = None,  # noqa: UP045
+    metrics_port: Annotated[Optional[int], typer.Option(min=0, max=65535, help=METRICS_PORT_HELP)] = None,  # noqa: UP045
+    metrics_host: Annotated[str, typer.Option(help=METRICS_HOST_HELP)] = "127.0.0.1",
 ) -> None:
     """Classify every ticket, draft a reply and flag what needs a human.
 
@@ -109,6 +119,7 @@ def tickets(
         typer.echo("remote workers: foreperson worker foreperson.tickets.job --dsn DSN, started "
                    "with the same FOREPERSON_TICKETS_EXAMPLES (and FOREPERSON_TICKETS_MODEL) "
                    "as this job's --examples / --model", err=True)
+    stop_metrics = start_metrics(store, metrics_port, metrics_host)
     try:
         report = _run_with_display(ticket_file, store, out, workers,
                                    TicketJob(ticket_model, max_attempts), stale_after,
@@ -118,6 +129,7 @@ def tickets(
                    "to continue", err=True)
         raise typer.Exit(130) from None
     finally:
+        stop_metrics()
         store.close()
     _print_summary(report, out)
     if report.dead:
