@@ -157,7 +157,7 @@ class LineChart {
       return el("span", {},
         el("span", { class: "sw", style: `background:${this.color(name)}` }), `${name} `,
         el("span", { class: "v", "data-series": name,
-                     text: this.unit === "s" ? seconds(last) : last }));
+                     text: this.shown ?? (this.unit === "s" ? seconds(last) : last) }));
     }));
   }
 }
@@ -241,6 +241,7 @@ async function dashboard(main) {
     charts.workers.push(snap.now, active);
     charts.workers.draw();
     charts.oldest.push(snap.now, { oldest: snap.oldest_unfinished_age_s || 0 });
+    charts.oldest.shown = snap.oldest_unfinished_age_s === null ? "none" : null;
     charts.oldest.draw(["oldest"]);
     const dead = snap.counts.dead || 0;
     counts.replaceChildren(kindsTable(snap.by_kind) || "");
