@@ -93,6 +93,7 @@ def post(url: str, body: dict, headers: dict) -> int:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status
     except urllib.error.HTTPError as exc:
+        exc.close()
         return exc.code
 
 
