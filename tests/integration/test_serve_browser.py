@@ -121,7 +121,8 @@ def test_the_page_follows_a_running_job_in_a_browser(browser, tmp_path):
         job.start()
         browser.get(read_only.url)
         # the job is running: workers hold tasks, nothing is completed yet, DEAD shows
-        wait(browser, lambda d: any(v not in ("", "0") for v in legend(d, "chart-workers").values()),
+        wait(browser, lambda d: any(v not in ("", "0")
+                                    for v in legend(d, "chart-workers").values()),
              "no worker shown active")
         assert legend(browser, "chart-status", "completed") == {"completed": "0"}
         assert legend(browser, "chart-oldest")["oldest"] not in ("", "none")
