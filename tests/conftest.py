@@ -128,3 +128,57 @@ def make_store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Callable[..
         store.close()
     for schema in schemas:
         drop_schema(dsn, schema)
+
+
+class _SpanSwitch:
+    """A span processor that hands finished spans to an in-memory exporter only while a
+    test that asked for them runs (the SDK's tracer provider is set once per process)."""
+
+    def __init__(self) -> None:
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+
+        self.exporter = InMemorySpanExporter()
+        self.active = False
+
+    def on_start(self, span, parent_context=None) -> None:
+        pass
+
+    def on_end(self, span) -> None:
+        if self.active:
+            self.exporter.export([span])
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+@functools.lru_cache(maxsize=1)
+def _span_switch() -> _SpanSwitch:
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+
+    class Switch(_SpanSwitch, SpanProcessor):
+        pass
+
+    switch = Switch()
+    provider = TracerProvider()
+    provider.add_span_processor(switch)
+    trace.set_tracer_provider(provider)
+    return switch
+
+
+@pytest.fixture
+def spans():
+    """The spans finished during the test (the OpenTelemetry SDK, exporting to memory)."""
+    switch = _span_switch()
+    switch.exporter.clear()
+    switch.active = True
+    try:
+        yield switch.exporter
+    finally:
+        switch.active = False
+        switch.exporter.clear()

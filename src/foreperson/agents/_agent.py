@@ -26,6 +26,7 @@ from ._state import (
     record_unfinished,
 )
 from ._steps import RunParked, first_error
+from ._telemetry import end_run, run_span
 from ._tools import Tool, as_tool
 
 __all__ = ["Agent"]
@@ -526,6 +527,7 @@ class Agent(Generic[OutputT]):
             "parent_run_id": parent.run_id, "parent_path": parent.path, "level": parent.level}
         ctx.audit("run_start", model=self.model.name, prompt=prompt, tools=list(ctx.tools),
                   **nesting)
+        run_span(ctx, prompt)
         try:
             reason: str | None = None
             with ctx.deadline_scope() as scope:
@@ -548,13 +550,16 @@ class Agent(Generic[OutputT]):
             if ctx.parent is not None:      # the outermost run ends it, with a result
                 ctx.audit("run_end", stop_reason="awaiting_approval", usage=_usage(ctx),
                           duration_s=round(time.perf_counter() - started, 6))
+                end_run(ctx)
                 raise
             ctx.park(parked.pending)
         except BaseException as exc:
             record_unfinished(ctx)
             ctx.audit("run_end", error=_describe(exc), usage=_usage(ctx),
                       duration_s=round(time.perf_counter() - started, 6))
+            end_run(ctx, exc if isinstance(exc, Exception) else None)
             raise
+        end_run(ctx)
         result = ctx.to_result()
         ctx.audit("run_end", stop_reason=ctx.stop_reason, detail=ctx.detail, usage=_usage(ctx),
                   duration_s=round(time.perf_counter() - started, 6))

@@ -231,6 +231,8 @@ class RunContext:
         conversation: the running digest of ``messages`` that journaled model calls
             record.
         replayed: whether the latest model call's reply came from the journal.
+        span: the run's OpenTelemetry span (None without tracing).
+        turn_span: the current turn's span (None without tracing or before a turn).
     """
 
     agent: Agent[Any]
@@ -253,6 +255,8 @@ class RunContext:
     result_hook: Callable[[RunResult[Any]], RunResult[Any]] | None = None
     replayed: bool = False
     pending: tuple[PendingApproval, ...] = ()
+    span: Any = field(default=None, repr=False, compare=False)
+    turn_span: Any = field(default=None, repr=False, compare=False)
     tags: dict[str, Any] = field(init=False, repr=False)
     journal_run_id: str = field(init=False)
     _base: str = field(init=False, repr=False)

@@ -51,6 +51,7 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from .. import telemetry
 from ..errors import AccessDenied, ConfigurationError, ModelError, OutputValidationError
 from ..journal import JournalDivergence, UnknownStepVersion, request_digest
 from ..models import (
@@ -77,6 +78,13 @@ from ._events import (
 )
 from ._guards import Approval, PendingApproval
 from ._runner import InlineSteps, StepCodec, StepOutcome, StepSpec
+from ._telemetry import (
+    model_call_ended,
+    model_call_span,
+    next_turn,
+    tool_span,
+    tool_span_ended,
+)
 from ._tools import Tool, format_validation_error, result_text
 
 if TYPE_CHECKING:
@@ -309,6 +317,7 @@ async def call_model(
     """See :meth:`RunContext.call_model`."""
     ctx.turn += 1
     turn = ctx.turn
+    next_turn(ctx)
     agent = ctx.agent
     if output_type is _AGENT_OUTPUT:
         output_type = agent.output_type
@@ -349,14 +358,20 @@ async def call_model(
                     response_codec(output_type))
     started = time.perf_counter()
     outcome: StepOutcome[ModelResponse] | None = None
+    span = model_call_span(ctx)
     try:
         with ctx.deadline_scope():
             outcome = await ctx.steps.run(spec, execute)
-    except Exception as exc:
+    except BaseException as exc:
+        model_call_ended(ctx, span, None, False, exc if isinstance(exc, Exception) else None)
+        if not isinstance(exc, Exception):
+            raise
         ctx.audit("model_call", turn=turn, model=agent.model.name,
                   error=f"{type(exc).__name__}: {exc}",
                   duration_s=round(time.perf_counter() - started, 6))
         raise
+    model_call_ended(ctx, span, outcome.value if outcome else None,
+                     outcome.replayed if outcome else False)
     if outcome is None:  # the run's deadline passed during the call
         ctx.audit("model_call", turn=turn, model=agent.model.name,
                   error=f"abandoned at max_duration_s={ctx.guards.limits.max_duration_s}",
@@ -465,19 +480,25 @@ async def _execute(ctx: RunContext, index: int, call: ToolCall) -> _Done:
     call_id = call.id
     path = f"{ctx.turn_path(ctx.turn)}/tool:{index + 1}"
     token = POSITION.set((ctx, path))
+    span = tool_span(ctx, call)
     try:
-        for hook in guards.before_tool:
-            changed = await _maybe_await(hook(call, ctx))
-            if changed is not None:
-                call = replace(changed, id=call_id)
-        call, decision, outcome = await _checked_run(ctx, call, path)
-        result = outcome.value
-        for after in guards.after_tool:
-            returned = await _maybe_await(after(call, result, ctx))
-            if returned is not None:
-                result = replace(returned, call_id=call_id)
+        with telemetry.use_span(span):
+            for hook in guards.before_tool:
+                changed = await _maybe_await(hook(call, ctx))
+                if changed is not None:
+                    call = replace(changed, id=call_id)
+            call, decision, outcome = await _checked_run(ctx, call, path)
+            result = outcome.value
+            for after in guards.after_tool:
+                returned = await _maybe_await(after(call, result, ctx))
+                if returned is not None:
+                    result = replace(returned, call_id=call_id)
+    except BaseException as exc:
+        tool_span_ended(span, None, False, exc if isinstance(exc, Exception) else None)
+        raise
     finally:
         POSITION.reset(token)
+    tool_span_ended(span, result, outcome.replayed)
     duration = time.perf_counter() - started
     if result.is_error:
         logger.info("agent %s run %s: tool %s: %s", ctx.agent_name, ctx.run_id,

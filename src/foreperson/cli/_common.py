@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import ConfigurationError
 from ..work.store import TaskStore
@@ -52,3 +54,40 @@ def redact(dsn: str) -> str:
     """``dsn`` with any password replaced by ``***`` (URL or key=value form)."""
     dsn = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
     return re.sub(r"(password\s*=\s*)(\S+)", r"\1***", dsn, flags=re.I)
+
+
+METRICS_PORT_HELP = ("Serve Prometheus metrics on this port (http://HOST:PORT/metrics): this "
+                     "process's task and model metrics and the store's gauges.")
+METRICS_HOST_HELP = "Address the metrics server binds (default: this machine only)."
+
+
+def start_metrics(store: TaskStore, port: int | None, host: str) -> Callable[[], None]:
+    """With ``port``, serve ``/metrics`` for ``store`` and this process from a thread.
+
+    Returns:
+        a function that stops it (and removes the sink); a no-op without ``port``.
+
+    Raises:
+        MissingDependency: prometheus-client is not installed.
+        ConfigurationError: the port cannot be bound.
+    """
+    if port is None:
+        return lambda: None
+    from .. import telemetry
+    from ..observe.metrics import metrics_registry, serve_metrics
+
+    registry, sink = metrics_registry(store)
+    try:
+        server: Any = serve_metrics(registry, port, host)
+    except OSError as exc:
+        if sink is not None:
+            telemetry.remove_sink(sink)
+        raise ConfigurationError(f"cannot serve metrics on {host}:{port}: {exc}") from exc
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        if sink is not None:
+            telemetry.remove_sink(sink)
+
+    return stop

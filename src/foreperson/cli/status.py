@@ -19,10 +19,23 @@ def status(
     schema: Annotated[Optional[str], typer.Option(help=SCHEMA_HELP)] = None,  # noqa: UP045
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     points: Annotated[int, typer.Option(min=1, max=100, help="Rows in the tasks-over-time table.")] = 8,
+    watch: Annotated[bool, typer.Option("--watch", help="Redraw the three numbers as terminal charts every --interval seconds until Ctrl-C.")] = False,
+    interval: Annotated[float, typer.Option(min=0.1, max=3600.0, help="Seconds between redraws with --watch.")] = 1.0,
+    run: Annotated[Optional[str], typer.Option(help="With --watch: only this run's tasks.")] = None,  # noqa: UP045
+    frames: Annotated[Optional[int], typer.Option(min=1, hidden=True)] = None,  # noqa: UP045
 ) -> None:
     """Show tasks by status (now and over time), active tasks per worker, the age of the
-    oldest unfinished task, and the DEAD tasks with their errors."""
+    oldest unfinished task, and the DEAD tasks with their errors. With --watch, redraw
+    them as live terminal charts."""
     store = open_store(db, dsn, must_exist=True, schema=schema)
+    if watch:
+        from ..observe.watch import watch as watch_store
+
+        try:
+            watch_store(store, interval_s=interval, run_id=run, frames=frames)
+        finally:
+            store.close()
+        return
     source = where(store, db)
     try:
         stats = store.stats()

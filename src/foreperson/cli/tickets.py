@@ -25,7 +25,15 @@ if TYPE_CHECKING:
 
 from ..errors import ConfigurationError
 from ..work.store import TaskStore
-from ._common import DB_HELP, DSN_HELP, open_store, redact
+from ._common import (
+    DB_HELP,
+    DSN_HELP,
+    METRICS_HOST_HELP,
+    METRICS_PORT_HELP,
+    open_store,
+    redact,
+    start_metrics,
+)
 
 EXAMPLES_HELP = ("Your labelled tickets to train on (CSV/JSON/JSONL with text, label and "
                  "answer columns, e.g. a support export with its queue and the reply sent). "
@@ -118,6 +126,8 @@ def tickets(
     base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible server for --model (vLLM, llama.cpp, Ollama).")] = None,  # noqa: UP045
     evaluate: Annotated[bool, typer.Option("--evaluate", help="Do not run the job: hold out half of --examples, train on the rest and print accuracy, macro-F1, a per-label table, the fitted threshold and the precision of unflagged tickets, against baselines.")] = False,
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Live progress display (default: on a terminal).")] = None,  # noqa: UP045
+    metrics_port: Annotated[Optional[int], typer.Option(min=0, max=65535, help=METRICS_PORT_HELP)] = None,  # noqa: UP045
+    metrics_host: Annotated[str, typer.Option(help=METRICS_HOST_HELP)] = "127.0.0.1",
 ) -> None:
     """Classify every ticket, draft a reply and flag what needs a human.
 
@@ -163,6 +173,7 @@ def tickets(
     hint = _remote_hint(examples, model, base_url, schema)
     if workers == 0:
         typer.echo(f"remote workers: {hint}", err=True)
+    stop_metrics = start_metrics(store, metrics_port, metrics_host)
     try:
         report = _run_with_display(ticket_file, store, out, workers, job, stale_after,
                                    None if dsn else db, show, total, hint)
@@ -171,6 +182,7 @@ def tickets(
                    "to continue", err=True)
         raise typer.Exit(130) from None
     finally:
+        stop_metrics()
         store.close()
     _print_summary(report, out, job, bundled=examples is None and model is None)
     if report.dead:

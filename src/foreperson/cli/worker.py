@@ -35,7 +35,14 @@ import anyio
 import typer
 
 from ..work.process import AppWorker, default_worker_name, load_app, process_supervisor, serve
-from ._common import DB_HELP, DSN_HELP, open_store
+from ._common import (
+    DB_HELP,
+    DSN_HELP,
+    METRICS_HOST_HELP,
+    METRICS_PORT_HELP,
+    open_store,
+    start_metrics,
+)
 
 log = logging.getLogger("foreperson.cli.worker")
 
@@ -63,6 +70,8 @@ def worker(
     name: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="Worker name (default host:pid).")] = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    metrics_port: Annotated[Optional[int], typer.Option(min=0, max=65535, help=METRICS_PORT_HELP)] = None,  # noqa: UP045
+    metrics_host: Annotated[str, typer.Option(help=METRICS_HOST_HELP)] = "127.0.0.1",
 ) -> None:
     """Run an App's task functions as one worker process (start one per core, on any
     number of machines). Claims only the kinds it can do, only into free slots; sweeps
@@ -78,6 +87,7 @@ def worker(
     process_worker = AppWorker(app, name or default_worker_name(), kinds=chosen,
                                concurrency=concurrency)
     store = open_store(db, dsn, schema=schema)
+    stop_metrics = start_metrics(store, metrics_port, metrics_host)
     try:
         supervisor = process_supervisor(store, process_worker, stale_after_s=stale_after,
                                         prefetch=prefetch)
@@ -89,6 +99,7 @@ def worker(
         log.info("worker %s stopped (%s)", process_worker.name,
                  "drained" if drained else "held tasks released")
     finally:
+        stop_metrics()
         store.close()
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..journal import RunRecord, Step
 
-__all__ = ["render_run"]
+__all__ = ["outline_run", "render_run"]
 
 
 @dataclass
@@ -113,9 +113,11 @@ class _Renderer:
     def __init__(self, start: datetime | None) -> None:
         self.start = start
         self.lines: list[str] = []
+        self.outline: list[tuple[int, str]] = []
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
+        self.outline.append((depth, text))
 
     def agent(self, node: _Node, depth: int) -> None:
         name = node.part.removeprefix("agent:")
@@ -176,6 +178,26 @@ class _Renderer:
             self.emit(depth, node.part)
         for child in node.children.values():
             self.other(child, depth + (1 if node.step is not None or node.children else 0))
+
+
+def outline_run(record: RunRecord, steps: Sequence[Step]
+                ) -> tuple[list[str], list[tuple[int, str]]]:
+    """The run as :func:`render_run` draws it, as data: its header lines, and each line
+    of the tree with its depth (for the web page of ``foreperson serve``).
+
+    Args:
+        record: the run's record.
+        steps: its journal, in order.
+
+    Returns:
+        ``(header lines, [(depth, text), ...])``.
+    """
+    text = render_run(record, steps)
+    head = text.split("\n\n", 1)[0].splitlines()
+    renderer = _Renderer(record.created_at)
+    for node in _trie(steps).children.values():
+        renderer.other(node, 0)
+    return head, renderer.outline
 
 
 def render_run(record: RunRecord, steps: Sequence[Step]) -> str:

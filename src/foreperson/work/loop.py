@@ -27,9 +27,11 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from .. import telemetry
 from ..errors import StoreError
+from ._observe import attempt_began, attempt_ended, attempt_span
 from .policy import Reason
-from .store import StoreStats, WakesOnWork
+from .store import StoreStats, TracksWorkers, WakesOnWork
 from .task import Status, Task
 from .worker import Worker
 
@@ -86,17 +88,18 @@ class _Lane:
         if self._waiters:
             self._waiters.popleft().set()
 
-    async def get(self) -> list[Task]:
+    async def get(self) -> tuple[list[Task], float]:
         """The next task, or for a batch worker up to ``batch_size`` queued tasks of the
-        first one's kind (the others keep their place)."""
+        first one's kind (the others keep their place), and the ``time.monotonic()`` the
+        first was queued at (its claim)."""
         while not self.items:
             waiter = anyio.Event()
             self._waiters.append(waiter)
             await waiter.wait()
-        first = self.items.popleft()[0]
+        first, queued = self.items.popleft()
         size = self.worker.batch_size or 1
         if size == 1 or not self.items:
-            return [first]
+            return [first], queued
         batch, rest = [first], deque[tuple[Task, float]]()
         for item in self.items:
             if len(batch) < size and item[0].kind == first.kind:
@@ -104,7 +107,7 @@ class _Lane:
             else:
                 rest.append(item)
         self.items = rest
-        return batch
+        return batch, queued
 
     def overdue(self, older_than_s: float) -> list[Task]:
         """Take out the tasks that waited longer than ``older_than_s`` seconds."""
@@ -202,6 +205,8 @@ class RunLoop:
             async with anyio.create_task_group() as group:
                 self._group = group
                 group.start_soon(self._heartbeats)
+                if isinstance(self.sup.store, TracksWorkers) and not self.sup.pull:
+                    group.start_soon(self._registration, self.sup.store)
                 if isinstance(self.sup.store, WakesOnWork):
                     group.start_soon(self._listen, self.sup.store)
                 final = await self._turns()
@@ -325,13 +330,16 @@ class RunLoop:
     # -- consumers -----------------------------------------------------------------
     async def _consume(self, lane: _Lane) -> None:
         while True:
-            tasks = await lane.get()
+            tasks, queued = await lane.get()
             if self.sup.stopping:          # not started: handed back by _give_back_queued
                 self.unstarted.extend(tasks)
                 continue
             tasks = [t for t in tasks if t.status is not Status.ASSIGNED or await self._start(t)]
             if not tasks:
                 continue
+            if telemetry.SINKS:
+                for task in tasks:
+                    attempt_began(task, time.monotonic() - queued)
             if lane.worker.batch_size is not None:
                 await self._execute_batch(lane.worker, tasks)
             else:
@@ -359,15 +367,20 @@ class RunLoop:
         return True
 
     async def _execute(self, worker: Worker, task: Task) -> None:
+        span = attempt_span(worker.name, task)
+        began = time.perf_counter()
         try:
-            outcome: Outcome = (task, True, await worker.run_task(
-                task, self.sup.store, runtime=self))
+            with telemetry.use_span(span):
+                outcome: Outcome = (task, True, await worker.run_task(
+                    task, self.sup.store, runtime=self))
         except anyio.get_cancelled_exc_class():
+            telemetry.end_span(span, None, {"foreperson.task.outcome": "cancelled"})
             with anyio.CancelScope(shield=True):   # give the task back, do not lose it
                 await anyio.to_thread.run_sync(self.sup.release, task)
             raise
         except Exception as exc:      # classified in on_fail
             outcome = (task, False, exc)
+        attempt_ended(span, task, outcome[1], outcome[2], time.perf_counter() - began)
         self.outcomes.append(outcome)
         self._wake.set()
 
@@ -411,6 +424,28 @@ class RunLoop:
                 await anyio.to_thread.run_sync(self.sup.heartbeat)
             except StoreError as exc:
                 log.warning("heartbeat failed (%s); retrying next beat", exc)
+
+    async def _registration(self, store: TracksWorkers) -> None:
+        """Record this run's workers, with this process, in the store's worker table
+        while the run goes on (worker processes record themselves); forget them when it
+        ends."""
+        workers = list(self.sup.workers.values())
+        try:
+            while True:
+                for worker in workers:
+                    try:
+                        await anyio.to_thread.run_sync(store.worker_seen, worker.name,
+                                                       sorted(worker.can_do), worker.concurrency)
+                    except StoreError as exc:
+                        log.warning("cannot record worker %s: %s", worker.name, exc)
+                await anyio.sleep(self.sup.heartbeat_every_s)
+        finally:
+            with anyio.CancelScope(shield=True):
+                for worker in workers:
+                    try:
+                        await anyio.to_thread.run_sync(store.worker_gone, worker.name)
+                    except StoreError as exc:
+                        log.warning("cannot forget worker %s: %s", worker.name, exc)
 
     async def _listen(self, store: WakesOnWork) -> None:
         kinds = self.sup.known_kinds()

@@ -23,9 +23,9 @@ from typing import Any, Protocol, runtime_checkable
 from ..errors import InvalidPlan
 from .task import Status, Task
 
-__all__ = ["BacksOffResources", "CompletesAndClaims", "StoreStats", "TaskStore",
-           "TracksWorkers", "WakesOnWork", "conflicting_readd", "same_task",
-           "validate_new_tasks"]
+__all__ = ["BacksOffResources", "CompletesAndClaims", "ReportsWork", "StoreStats",
+           "TaskStore", "TracksWorkers", "WakesOnWork", "WorkerRecord", "WorkerTotals",
+           "conflicting_readd", "same_task", "validate_new_tasks"]
 
 
 @dataclass
@@ -287,16 +287,76 @@ class BacksOffResources(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class WorkerRecord:
+    """A worker as a store that tracks workers records it.
+
+    Attributes:
+        name: the worker's name (``assigned_to`` of the tasks it holds).
+        kinds: the kinds it takes.
+        concurrency: tasks it runs at once.
+        host: the machine of the process that runs it (None when not recorded).
+        pid: that process's id (None when not recorded).
+        started_at: when it was first seen (UTC).
+        heartbeat_at: its last heartbeat (UTC).
+    """
+
+    name: str
+    kinds: tuple[str, ...]
+    concurrency: int
+    host: str | None
+    pid: int | None
+    started_at: datetime
+    heartbeat_at: datetime
+
+
 @runtime_checkable
 class TracksWorkers(Protocol):
-    """A store that records worker processes and their last heartbeat."""
+    """A store that records workers, the process that runs each and its last heartbeat."""
 
     def worker_seen(self, name: str, kinds: Collection[str] = (), concurrency: int = 1) -> None:
-        """Record that worker process ``name`` is alive."""
+        """Record that worker ``name`` is alive, run by the calling process (its host and
+        pid are recorded with it)."""
         ...
 
     def worker_gone(self, name: str) -> None:
-        """Forget worker process ``name`` (it stopped cleanly)."""
+        """Forget worker ``name`` (it stopped cleanly)."""
+        ...
+
+    def list_workers(self) -> list[WorkerRecord]:
+        """Every recorded worker, by name."""
+        ...
+
+
+@dataclass
+class WorkerTotals:
+    """What one worker did, counted from the task records.
+
+    Attributes:
+        completed: tasks it completed (COMPLETED with ``assigned_to`` = the worker).
+        failed: failed attempts recorded against it (``errors`` entries naming it, a
+            reclaim after its lease expired included).
+    """
+
+    completed: int = 0
+    failed: int = 0
+
+
+@runtime_checkable
+class ReportsWork(Protocol):
+    """Read-only aggregates for status pages and metrics (every bundled store)."""
+
+    def counts_by_kind(self, *, run_id: str | None = None) -> dict[str, dict[Status, int]]:
+        """Tasks per kind and status (every status present per kind listed), of the whole
+        store or of one run."""
+        ...
+
+    def worker_totals(self) -> dict[str, WorkerTotals]:
+        """Per worker name: tasks completed and failed attempts."""
+        ...
+
+    def dependents(self, task_id: str) -> list[str]:
+        """Ids of the tasks that depend directly on ``task_id``, in insertion order."""
         ...
 
 

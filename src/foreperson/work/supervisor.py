@@ -36,6 +36,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from .. import telemetry
 from ..clock import Clock, SystemClock
 from ..errors import ConfigurationError, InvalidPlan, RateLimited, StoreError
 from ..retry import backoff_seconds, is_retryable, retry_after_seconds
@@ -61,6 +62,15 @@ class _Counters:
     reclaimed: int = 0
     lease_lost: int = 0
     parked: int = 0
+
+
+def _report_failure(status: Status, kind: str) -> None:
+    """Tell the metric sinks that a ``kind`` task was retried or went DEAD."""
+    for sink in telemetry.SINKS:
+        if status is Status.FAILED:
+            sink.task_retried(kind)
+        else:
+            sink.task_dead(kind)
 
 
 class TasksView(Mapping[str, Task]):
@@ -381,6 +391,8 @@ class Supervisor:
             log.warning("reclaimed %d task(s) whose holder's lease expired: %s",
                         len(reclaimed), reclaimed[:5])
             self.counters.reclaimed += len(reclaimed)
+            for sink in telemetry.SINKS:
+                sink.tasks_reclaimed(len(reclaimed))
             self._resolve_finished(reclaimed)
         # a task failing DEAD parks its dependents at once (on_fail, in whichever process
         # failed it); a reclaim can end one DEAD too; the rest is a safety net, rarely
@@ -520,6 +532,8 @@ class Supervisor:
         text, retry_at = self._classify(error, record)
         self.dispatcher.let_go(task_id, token)
         status = self.store.fail(task_id, token, text, retry_at=retry_at)
+        if telemetry.SINKS and status is not None:
+            _report_failure(status, record.kind if record is not None else "?")
         if status is None:
             self.counters.lease_lost += 1
             log.warning("task %s: result discarded, lease lost (the attempt ended with %s)",

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..clock import Clock, SystemClock
 from ..errors import InvalidPlan
+from ..telemetry import current_carrier
 
 __all__ = ["Clock", "Status", "SystemClock", "Task", "from_epoch", "to_epoch"]
 
@@ -88,6 +89,10 @@ class Task:
             (UTC; the store's clock), or None when nobody holds the task.
         awaited: someone waits for this task's result (:meth:`Supervisor.submit`); a
             store that can (PostgreSQL) notifies waiters in other processes when it ends.
+        trace_context: the OpenTelemetry span that was current when the task was made, as
+            a W3C ``traceparent`` carrier (None without tracing): the task's execution
+            span is its child, in whichever process runs it. Not part of the task's
+            identity: re-adding an id from another trace is the same work.
     """
 
     kind: str
@@ -115,6 +120,7 @@ class Task:
     stale_after: float | None = None
     lease_expires_at: datetime | None = None
     awaited: bool = False
+    trace_context: dict[str, str] | None = field(default_factory=current_carrier)
 
     def check(self) -> None:
         """Validate the record before it is stored.

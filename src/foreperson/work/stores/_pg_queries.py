@@ -14,7 +14,7 @@ __all__ = ["COLUMNS", "Q"]
 COLUMNS = ("id, kind, payload, status, assigned_to, attempts, max_attempts, result, error, "
            "heartbeat_at, depends_on, locks, created_at, started_at, finished_at, not_before, "
            "estimate_s, errors, lease_token, run_id, parent_id, reason, stale_after, "
-           "lease_expires_at, awaited")
+           "lease_expires_at, awaited, trace_context")
 
 _C_COLUMNS = ", ".join("c." + name.strip() for name in COLUMNS.split(","))
 _NOW = "fp_now(%(now)s)"
@@ -39,21 +39,22 @@ Q: dict[str, str] = {
                 %(max_attempts)s::int[], %(deps)s::text[], %(locks)s::text[],
                 %(created)s::timestamptz[], %(not_before)s::timestamptz[],
                 %(estimates)s::float8[], %(runs)s::text[], %(parents)s::text[],
-                %(stale)s::float8[], %(awaited)s::bool[])
+                %(stale)s::float8[], %(awaited)s::bool[], %(traces)s::text[])
                 WITH ORDINALITY
                 AS n(id, kind, payload, max_attempts, deps, locks, created_at, not_before,
-                     estimate_s, run_id, parent_id, stale_after, awaited, ord)
+                     estimate_s, run_id, parent_id, stale_after, awaited, trace_context, ord)
         ), conflicts AS (
             SELECT n.id, t.kind, t.payload FROM new n JOIN tasks t ON t.id = n.id
             WHERE t.kind <> n.kind OR t.payload <> n.payload::jsonb
         ), ins AS (
             INSERT INTO tasks (id, kind, payload, max_attempts, depends_on, locks, created_at,
-                               not_before, estimate_s, run_id, parent_id, stale_after, awaited)
+                               not_before, estimate_s, run_id, parent_id, stale_after, awaited,
+                               trace_context)
             SELECT n.id, n.kind, n.payload::jsonb, n.max_attempts,
                    ARRAY(SELECT jsonb_array_elements_text(n.deps::jsonb)),
                    ARRAY(SELECT jsonb_array_elements_text(n.locks::jsonb)),
                    coalesce(n.created_at, {_NOW}), n.not_before, n.estimate_s, n.run_id,
-                   n.parent_id, n.stale_after, n.awaited
+                   n.parent_id, n.stale_after, n.awaited, n.trace_context::jsonb
             FROM new n WHERE NOT EXISTS (SELECT 1 FROM conflicts) ORDER BY n.ord
             ON CONFLICT (id) DO NOTHING
             RETURNING id, seq, depends_on, locks
@@ -156,7 +157,7 @@ Q: dict[str, str] = {
                 error = %(error)s,
                 errors = t.errors || jsonb_build_array(jsonb_build_object(
                     'attempt', t.attempts + CASE WHEN t.status = 'assigned' THEN 1 ELSE 0 END,
-                    'error', %(error)s::text, 'at', {_ISO})),
+                    'error', %(error)s::text, 'at', {_ISO}, 'worker', t.assigned_to)),
                 not_before = {_NOW} + make_interval(secs => %(delay)s::float8),
                 finished_at = CASE WHEN %(status)s = 'dead' THEN {_NOW} END,
                 lease_token = NULL, assigned_to = NULL, lease_expires_at = NULL
@@ -212,7 +213,8 @@ Q: dict[str, str] = {
                 error = CASE WHEN t.status = 'running' THEN {_EXPIRED_MESSAGE} ELSE t.error END,
                 errors = CASE WHEN t.status = 'running' THEN
                     t.errors || jsonb_build_array(jsonb_build_object(
-                        'attempt', t.attempts, 'error', {_EXPIRED_MESSAGE}, 'at', {_ISO}))
+                        'attempt', t.attempts, 'error', {_EXPIRED_MESSAGE}, 'at', {_ISO},
+                        'worker', t.assigned_to))
                     ELSE t.errors END,
                 lease_token = NULL, assigned_to = NULL, lease_expires_at = NULL,
                 finished_at = CASE WHEN t.status = 'running' AND t.attempts >= t.max_attempts
@@ -298,10 +300,26 @@ Q: dict[str, str] = {
           (SELECT coalesce(jsonb_object_agg(name, extract(epoch FROM heartbeat_at)),
                            '{{}}') FROM workers)""",
     "worker_seen": f"""
-        INSERT INTO workers (name, kinds, concurrency, started_at, heartbeat_at)
-        VALUES (%(name)s, %(kinds)s, %(concurrency)s, {_NOW}, {_NOW})
+        INSERT INTO workers (name, kinds, concurrency, started_at, heartbeat_at, host, pid)
+        VALUES (%(name)s, %(kinds)s, %(concurrency)s, {_NOW}, {_NOW}, %(host)s, %(pid)s)
         ON CONFLICT (name) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at,
-            kinds = EXCLUDED.kinds, concurrency = EXCLUDED.concurrency""",
+            kinds = EXCLUDED.kinds, concurrency = EXCLUDED.concurrency,
+            host = EXCLUDED.host, pid = EXCLUDED.pid""",
+    "workers": """
+        SELECT name, kinds, concurrency, host, pid, started_at, heartbeat_at FROM workers
+        ORDER BY name""",
+    "counts_by_kind": """
+        SELECT kind, status, count(*) FROM tasks
+        WHERE %(run)s::text IS NULL OR run_id = %(run)s GROUP BY kind, status""",
+    "completed_by_worker": """
+        SELECT assigned_to, count(*) FROM tasks
+        WHERE status = 'completed' AND assigned_to IS NOT NULL GROUP BY assigned_to""",
+    "failed_by_worker": """
+        SELECT e ->> 'worker', count(*) FROM tasks, jsonb_array_elements(tasks.errors) AS e
+        WHERE tasks.errors <> '[]' AND e ->> 'worker' IS NOT NULL GROUP BY 1""",
+    "dependents": """
+        SELECT t.id FROM task_deps d JOIN tasks t ON t.id = d.task_id
+        WHERE d.dep_id = %(id)s ORDER BY t.seq""",
     "worker_gone": "DELETE FROM workers WHERE name = %(name)s",
     "step_get": """
         SELECT run_id, key, kind, digest, result, version, created_at, seq, request FROM steps

@@ -27,7 +27,8 @@ Objects:
 ``effects``
     side effects claimed once per key (``TaskContext.once``).
 ``workers`` (version 2)
-    worker processes and their last heartbeat, for ``foreperson status``.
+    worker processes and their last heartbeat, for ``foreperson status``; the host and
+    pid of the process running each (version 5).
 ``steps`` (version 3)
     the step journal (:class:`foreperson.journal.Journal`): one row per journaled step
     of a run, keyed by ``(run_id, key)``, first write wins.
@@ -36,6 +37,9 @@ Objects:
     user a run belongs to, the process that owns it now and its lease, how it ended.
     ``steps.request`` (version 4) keeps each step's request summary, so a divergent
     replay can say how it differs.
+``tasks.trace_context`` (version 5)
+    the OpenTelemetry context a task was created under (a W3C ``traceparent`` carrier),
+    so its execution span joins that trace in whichever process runs it.
 ``fp_now(p)`` (version 3)
     the clock of every statement: ``p`` (a test's fake time) or the server's
     ``statement_timestamp()``.
@@ -495,6 +499,13 @@ CREATE INDEX runs_user ON runs (user_id, created_at);
 ALTER TABLE steps ADD COLUMN request jsonb;
 """
 
+# -- version 5: observability: a task's trace context, the process of each worker --------
+
+_TABLES_V5 = """
+ALTER TABLE tasks ADD COLUMN trace_context jsonb;
+ALTER TABLE workers ADD COLUMN host text, ADD COLUMN pid integer;
+"""
+
 MIGRATIONS: list[str] = [
     # 0 -> 1
     _MIGRATIONS_TABLE + _TABLES_V1 + _NOTIFY_V1 + _CLAIM_V1,
@@ -504,6 +515,8 @@ MIGRATIONS: list[str] = [
     _TABLES_V3 + _CLAIM_V3,
     # 3 -> 4
     _TABLES_V4,
+    # 4 -> 5
+    _TABLES_V5,
 ]
 """``MIGRATIONS[i]`` brings a schema from version ``i`` to ``i + 1``. Never edit one
 that has been released: add a new one (and update ``FRESH``)."""

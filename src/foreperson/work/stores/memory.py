@@ -13,7 +13,7 @@ from typing import Any
 
 from ...journal import RunRecord, Step, check_run_version, check_version
 from ..policy import EFFECT_CLAIMED, EFFECT_DONE, Reason, dead_reason, lease_expired_error
-from ..store import StoreStats, validate_new_tasks
+from ..store import StoreStats, WorkerTotals, validate_new_tasks
 from ..task import Clock, Status, SystemClock, Task, from_epoch
 
 __all__ = ["MemoryStore"]
@@ -100,7 +100,8 @@ class MemoryStore:
 
     def _record_error(self, task: Task, error: str, now: datetime) -> None:
         task.error = error
-        task.errors.append({"attempt": task.attempts, "error": error, "at": now.isoformat()})
+        task.errors.append({"attempt": task.attempts, "error": error, "at": now.isoformat(),
+                            "worker": task.assigned_to})
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -418,6 +419,34 @@ class MemoryStore:
                         oldest is None or t.created_at < oldest):
                     oldest = t.created_at
             return StoreStats(counts, active, oldest, self._now())
+
+    # -- observation (ReportsWork) ------------------------------------------------
+    def counts_by_kind(self, *, run_id: str | None = None) -> dict[str, dict[Status, int]]:
+        """See :meth:`ReportsWork.counts_by_kind`."""
+        out: dict[str, dict[Status, int]] = {}
+        with self._lock:
+            for t in self._tasks.values():
+                if run_id is None or t.run_id == run_id:
+                    row = out.setdefault(t.kind, dict.fromkeys(Status, 0))
+                    row[t.status] += 1
+        return out
+
+    def worker_totals(self) -> dict[str, WorkerTotals]:
+        """See :meth:`ReportsWork.worker_totals`."""
+        out: dict[str, WorkerTotals] = {}
+        with self._lock:
+            for t in self._tasks.values():
+                if t.status is Status.COMPLETED and t.assigned_to:
+                    out.setdefault(t.assigned_to, WorkerTotals()).completed += 1
+                for entry in t.errors:
+                    if entry.get("worker"):
+                        out.setdefault(entry["worker"], WorkerTotals()).failed += 1
+        return out
+
+    def dependents(self, task_id: str) -> list[str]:
+        """See :meth:`ReportsWork.dependents`."""
+        with self._lock:
+            return list(self._dependents.get(task_id, []))
 
     # -- journal ---------------------------------------------------------------
     def get_step(self, run_id: str, key: str) -> Step | None:

@@ -47,6 +47,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -57,7 +59,13 @@ from typing import TYPE_CHECKING, Any
 from ...errors import ConfigurationError, MissingDependency, StoreError
 from ...journal import RunRecord, Step, check_run_version, check_version
 from ..policy import Reason
-from ..store import StoreStats, conflicting_readd, validate_new_tasks
+from ..store import (
+    StoreStats,
+    WorkerRecord,
+    WorkerTotals,
+    conflicting_readd,
+    validate_new_tasks,
+)
 from ..task import Clock, Status, SystemClock, Task, from_epoch
 from ._pg_queries import Q
 from ._pg_schema import FRESH, LATEST, MIGRATIONS
@@ -92,7 +100,7 @@ def _row_to_task(row: Sequence[Any]) -> Task:
     (id_, kind, payload, status, assigned_to, attempts, max_attempts, result, error,
      heartbeat_at, depends_on, locks, created_at, started_at, finished_at, not_before,
      estimate_s, errors, lease_token, run_id, parent_id, reason, stale_after,
-     lease_expires_at, awaited) = row[:25]
+     lease_expires_at, awaited, trace_context) = row[:26]
     return Task(
         kind=kind, payload=payload, id=id_, status=Status(status), assigned_to=assigned_to,
         attempts=attempts, max_attempts=max_attempts, result=result, error=error,
@@ -101,7 +109,7 @@ def _row_to_task(row: Sequence[Any]) -> Task:
         finished_at=_utc(finished_at), not_before=_utc(not_before), estimate_s=estimate_s,
         errors=list(errors), lease_token=lease_token, run_id=run_id, parent_id=parent_id,
         reason=reason, stale_after=stale_after, lease_expires_at=_utc(lease_expires_at),
-        awaited=bool(awaited),
+        awaited=bool(awaited), trace_context=trace_context,
     )
 
 
@@ -532,7 +540,9 @@ class PostgresStore:
                 "estimates": [t.estimate_s for t in tasks],
                 "runs": [t.run_id for t in tasks], "parents": [t.parent_id for t in tasks],
                 "stale": [t.stale_after for t in tasks],
-                "awaited": [t.awaited for t in tasks], "now": self._now()})
+                "awaited": [t.awaited for t in tasks],
+                "traces": [None if t.trace_context is None else json.dumps(t.trace_context)
+                           for t in tasks], "now": self._now()})
             rows = cur.fetchall()
         conflicts = [r for r in rows if r[0] == "conflict"]
         if conflicts:
@@ -778,11 +788,40 @@ class PostgresStore:
             concurrency: tasks it runs at once.
         """
         self._run("worker_seen", {"name": name, "kinds": sorted(kinds),
-                                  "concurrency": concurrency})
+                                  "concurrency": concurrency, "host": socket.gethostname(),
+                                  "pid": os.getpid()})
 
     def worker_gone(self, name: str) -> None:
         """Forget worker process ``name`` (it stopped cleanly)."""
         self._run("worker_gone", {"name": name})
+
+    def list_workers(self) -> list[WorkerRecord]:
+        """See :meth:`TracksWorkers.list_workers`."""
+        return [WorkerRecord(name, tuple(kinds), concurrency, host, pid,
+                             _utc(started) or started, _utc(seen) or seen)
+                for name, kinds, concurrency, host, pid, started, seen
+                in self._run("workers", {})]
+
+    # -- observation (ReportsWork) ------------------------------------------------
+    def counts_by_kind(self, *, run_id: str | None = None) -> dict[str, dict[Status, int]]:
+        """See :meth:`ReportsWork.counts_by_kind`."""
+        out: dict[str, dict[Status, int]] = {}
+        for kind, status, n in self._run("counts_by_kind", {"run": run_id}):
+            out.setdefault(kind, dict.fromkeys(Status, 0))[Status(status)] = int(n)
+        return out
+
+    def worker_totals(self) -> dict[str, WorkerTotals]:
+        """See :meth:`ReportsWork.worker_totals`."""
+        out: dict[str, WorkerTotals] = {}
+        for name, n in self._run("completed_by_worker", {}):
+            out.setdefault(name, WorkerTotals()).completed = int(n)
+        for name, n in self._run("failed_by_worker", {}):
+            out.setdefault(name, WorkerTotals()).failed = int(n)
+        return out
+
+    def dependents(self, task_id: str) -> list[str]:
+        """See :meth:`ReportsWork.dependents`."""
+        return [r[0] for r in self._run("dependents", {"id": task_id})]
 
     # -- journal ---------------------------------------------------------------
     def get_step(self, run_id: str, key: str) -> Step | None:

@@ -9,6 +9,8 @@ the file. Restarting on the same file finds every unfinished task.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import threading
 import uuid
@@ -20,7 +22,7 @@ from typing import Any
 from ...errors import ConfigurationError, StoreError
 from ...journal import RunRecord, Step, check_run_version, check_version
 from ..policy import EFFECT_CLAIMED, EFFECT_DONE, Reason
-from ..store import StoreStats, validate_new_tasks
+from ..store import StoreStats, WorkerRecord, WorkerTotals, validate_new_tasks
 from ..task import Clock, Status, SystemClock, Task, from_epoch, to_epoch
 
 __all__ = ["SqliteStore"]
@@ -131,10 +133,26 @@ MIGRATIONS.append(
     ALTER TABLE steps ADD COLUMN request TEXT;
     """)
 
+MIGRATIONS.append(
+    # 3 -> 4: observability: the trace context a task was created under (a W3C carrier,
+    # JSON), and workers with the process that runs each (as PostgreSQL's)
+    """
+    ALTER TABLE tasks ADD COLUMN trace_context TEXT;
+    CREATE TABLE workers (
+        name         TEXT PRIMARY KEY,
+        kinds        TEXT NOT NULL DEFAULT '[]',
+        concurrency  INTEGER NOT NULL DEFAULT 1,
+        host         TEXT,
+        pid          INTEGER,
+        started_at   REAL NOT NULL,
+        heartbeat_at REAL NOT NULL
+    );
+    """)
+
 _COLUMNS = ("id, kind, payload, status, assigned_to, attempts, max_attempts, result, error, "
             "heartbeat_at, depends_on, locks, created_at, started_at, finished_at, not_before, "
             "estimate_s, errors, lease_token, run_id, parent_id, reason, stale_after, "
-            "lease_expires_at, awaited")
+            "lease_expires_at, awaited, trace_context")
 
 _RUN_COLUMNS = ("run_id, agent, user_id, status, input, result, error, stop_reason, owner, "
                 "lease_expires_at, version, created_at, updated_at")
@@ -154,7 +172,7 @@ Q = {
         INSERT INTO tasks ({_COLUMNS}) VALUES
         (:id, :kind, :payload, 'pending', NULL, 0, :max_attempts, NULL, NULL, NULL, :depends_on,
          :locks, :created_at, NULL, NULL, :not_before, :estimate_s, '[]', NULL, :run_id,
-         :parent_id, NULL, :stale_after, NULL, :awaited)""",
+         :parent_id, NULL, :stale_after, NULL, :awaited, :trace_context)""",
     "take_one": f"""
         UPDATE tasks AS t SET status = :status, assigned_to = :worker,
             attempts = attempts + (:status = 'running'), heartbeat_at = :now,
@@ -184,7 +202,8 @@ Q = {
                           THEN 'retries_exhausted' ELSE 'not_retryable' END,
             error = :error,
             errors = json_insert(errors, '$[#]', json_object(
-                'attempt', attempts + (status = 'assigned'), 'error', :error, 'at', :at)),
+                'attempt', attempts + (status = 'assigned'), 'error', :error, 'at', :at,
+                'worker', assigned_to)),
             not_before = :retry_at,
             finished_at = CASE WHEN :retry_at IS NULL THEN :now END,
             lease_token = NULL, assigned_to = NULL, lease_expires_at = NULL
@@ -200,7 +219,8 @@ Q = {
             errors = CASE WHEN status = 'running' THEN json_insert(errors, '$[#]', json_object(
                 'attempt', attempts, 'error', 'worker ' || coalesce(assigned_to, '?') ||
                 ' stopped heartbeating: its lease of ' || printf('%g', lease_s) ||
-                ' s expired during attempt ' || attempts, 'at', :at)) ELSE errors END,
+                ' s expired during attempt ' || attempts, 'at', :at,
+                'worker', assigned_to)) ELSE errors END,
             error = CASE WHEN status = 'running' THEN 'worker ' || coalesce(assigned_to, '?') ||
                 ' stopped heartbeating: its lease of ' || printf('%g', lease_s) ||
                 ' s expired during attempt ' || attempts ELSE error END,
@@ -255,6 +275,20 @@ Q = {
         VALUES (:run_id, :agent, :user_id, :status, :input, NULL, NULL, NULL, :owner,
                 :lease_expires_at, :version, :now, :now)
         ON CONFLICT (run_id) DO NOTHING""",
+    "worker_seen": """
+        INSERT INTO workers (name, kinds, concurrency, host, pid, started_at, heartbeat_at)
+        VALUES (:name, :kinds, :concurrency, :host, :pid, :now, :now)
+        ON CONFLICT (name) DO UPDATE SET heartbeat_at = excluded.heartbeat_at,
+            kinds = excluded.kinds, concurrency = excluded.concurrency,
+            host = excluded.host, pid = excluded.pid""",
+    "worker_gone": "DELETE FROM workers WHERE name = :name",
+    "completed_by_worker": """
+        SELECT assigned_to, COUNT(*) FROM tasks
+        WHERE status = 'completed' AND assigned_to IS NOT NULL GROUP BY assigned_to""",
+    "failed_by_worker": """
+        SELECT json_extract(e.value, '$.worker') AS w, COUNT(*)
+        FROM tasks, json_each(tasks.errors) AS e
+        WHERE tasks.errors != '[]' AND w IS NOT NULL GROUP BY w""",
     "run_get": f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = :run_id",
     "run_list": f"""
         SELECT {_RUN_COLUMNS} FROM runs
@@ -303,7 +337,7 @@ def _row_to_task(row: sqlite3.Row | tuple[Any, ...]) -> Task:
     (id_, kind, payload, status, assigned_to, attempts, max_attempts, result, error,
      heartbeat_at, depends_on, locks, created_at, started_at, finished_at, not_before,
      estimate_s, errors, lease_token, run_id, parent_id, reason, stale_after,
-     lease_expires_at, awaited) = row
+     lease_expires_at, awaited, trace_context) = row
     return Task(
         kind=kind, payload=json.loads(payload), id=id_, status=Status(status),
         assigned_to=assigned_to, attempts=attempts, max_attempts=max_attempts,
@@ -315,6 +349,7 @@ def _row_to_task(row: sqlite3.Row | tuple[Any, ...]) -> Task:
         errors=_list(errors), lease_token=lease_token, run_id=run_id, parent_id=parent_id,
         reason=reason, stale_after=stale_after, lease_expires_at=from_epoch(lease_expires_at),
         awaited=bool(awaited),
+        trace_context=None if trace_context is None else json.loads(trace_context),
     )
 
 
@@ -495,7 +530,9 @@ class SqliteStore:
                  "locks": json.dumps(t.locks), "created_at": to_epoch(t.created_at) or now,
                  "not_before": to_epoch(t.not_before), "estimate_s": t.estimate_s,
                  "run_id": t.run_id, "parent_id": t.parent_id, "stale_after": t.stale_after,
-                 "awaited": int(t.awaited)} for t in fresh])
+                 "awaited": int(t.awaited),
+                 "trace_context": None if t.trace_context is None
+                 else json.dumps(t.trace_context)} for t in fresh])
             db.executemany("INSERT INTO task_deps (task_id, dep_id) VALUES (?, ?)",
                            [(t.id, d) for t in fresh for d in dict.fromkeys(t.depends_on)])
             db.executemany("INSERT INTO task_locks (task_id, lock) VALUES (?, ?)",
@@ -791,8 +828,54 @@ class SqliteStore:
                 f"AND assigned_to IS NOT NULL{scope} GROUP BY assigned_to", params))
             oldest = self._read("SELECT MIN(created_at) FROM tasks "
                                 f"WHERE status NOT IN ('completed', 'dead'){scope}", params)[0][0]
+            workers = {name: from_epoch(seen) for name, seen in
+                       self._read("SELECT name, heartbeat_at FROM workers")}
         return StoreStats(counts, active, from_epoch(oldest),
-                          from_epoch(now))  # type: ignore[arg-type]
+                          from_epoch(now), workers)  # type: ignore[arg-type]
+
+    # -- workers (TracksWorkers) -------------------------------------------------
+    def worker_seen(self, name: str, kinds: Collection[str] = (), concurrency: int = 1) -> None:
+        """See :meth:`TracksWorkers.worker_seen`."""
+        self._write("worker_seen", {"name": name, "kinds": json.dumps(sorted(kinds)),
+                                    "concurrency": concurrency, "host": socket.gethostname(),
+                                    "pid": os.getpid(), "now": self.clock.now()})
+
+    def worker_gone(self, name: str) -> None:
+        """See :meth:`TracksWorkers.worker_gone`."""
+        self._write("worker_gone", {"name": name})
+
+    def list_workers(self) -> list[WorkerRecord]:
+        """See :meth:`TracksWorkers.list_workers`."""
+        return [WorkerRecord(name, tuple(json.loads(kinds)), concurrency, host, pid,
+                             from_epoch(started), from_epoch(seen))  # type: ignore[arg-type]
+                for name, kinds, concurrency, host, pid, started, seen in self._read(
+                    "SELECT name, kinds, concurrency, host, pid, started_at, heartbeat_at "
+                    "FROM workers ORDER BY name")]
+
+    # -- observation (ReportsWork) ------------------------------------------------
+    def counts_by_kind(self, *, run_id: str | None = None) -> dict[str, dict[Status, int]]:
+        """See :meth:`ReportsWork.counts_by_kind`."""
+        out: dict[str, dict[Status, int]] = {}
+        for kind, status, n in self._read(
+                "SELECT kind, status, COUNT(*) FROM tasks WHERE (:run IS NULL OR run_id = :run) "
+                "GROUP BY kind, status", {"run": run_id}):
+            out.setdefault(kind, dict.fromkeys(Status, 0))[Status(status)] = n
+        return out
+
+    def worker_totals(self) -> dict[str, WorkerTotals]:
+        """See :meth:`ReportsWork.worker_totals`."""
+        out: dict[str, WorkerTotals] = {}
+        for name, n in self._read(Q["completed_by_worker"]):
+            out.setdefault(name, WorkerTotals()).completed = n
+        for name, n in self._read(Q["failed_by_worker"]):
+            out.setdefault(name, WorkerTotals()).failed = n
+        return out
+
+    def dependents(self, task_id: str) -> list[str]:
+        """See :meth:`ReportsWork.dependents`."""
+        return [r[0] for r in self._read(
+            "SELECT t.id FROM task_deps d JOIN tasks t ON t.id = d.task_id "
+            "WHERE d.dep_id = ? ORDER BY t.seq", (task_id,))]
 
     # -- journal ---------------------------------------------------------------
     def get_step(self, run_id: str, key: str) -> Step | None:
