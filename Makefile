@@ -11,5 +11,6 @@ test:
 	python3 -m pytest
 
 bench:
-	bash benchmarks/compare_sqlite.sh
-	bash benchmarks/compare_postgres.sh
+	python3 benchmarks/compare.py sqlite
+	python3 benchmarks/compare.py postgres
+	python3 benchmarks/crash_postgres.py
