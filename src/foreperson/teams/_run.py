@@ -51,6 +51,7 @@ from ..agents import (
     load_run_result,
     unfinished_usage,
 )
+from ..agents._steps import first_error
 from ..errors import AccessDenied, ConfigurationError, RecursionLimitExceeded
 from ..journal import Journal, JournalDivergence, UnknownStepVersion
 from ..models import Message, ModelResponse, SystemMessage, Usage, UserMessage
@@ -937,22 +938,3 @@ def _renamed(agent: Agent[Any], name: str) -> Agent[Any]:
     clone = copy.copy(agent)
     clone.name = name
     return clone
-
-
-def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The first real exception of a task group's group (cancellations last)."""
-    leaves: list[BaseException] = []
-
-    def walk(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                walk(inner)
-        else:
-            leaves.append(exc)
-
-    walk(group)
-    cancelled = anyio.get_cancelled_exc_class()
-    for exc in leaves:
-        if not isinstance(exc, cancelled):
-            return exc
-    return leaves[0] if leaves else group

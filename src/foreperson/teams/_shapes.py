@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 
 from ..agents import Agent, AgentEvent, RunContext
+from ..agents._steps import first_error
 from ..errors import ConfigurationError
 from ..work import MemoryStore, TaskStore
 from ._records import Delegation
@@ -21,7 +22,6 @@ from ._run import (
     TeamStore,
     check_roster,
     failure_message,
-    first_error,
     output_message,
     work_prompt,
 )
