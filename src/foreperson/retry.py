@@ -11,7 +11,7 @@ import random
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-from .errors import AccessDenied, ConfigurationError, GiveUp, Retry
+from .errors import AccessDenied, ConfigurationError, GiveUp, Retry, TaskFailed
 
 __all__ = ["backoff_seconds", "is_retryable", "retry_after_seconds", "status_code_of"]
 
@@ -20,7 +20,8 @@ __all__ = ["backoff_seconds", "is_retryable", "retry_after_seconds", "status_cod
 # raises one, and so do many transient decoding failures; validation errors are caught by
 # name, below.)
 _NON_RETRYABLE = (TypeError, KeyError, LookupError, AttributeError, NameError,
-                  NotImplementedError, AssertionError, ConfigurationError, AccessDenied)
+                  NotImplementedError, AssertionError, ConfigurationError, AccessDenied,
+                  TaskFailed)
 
 
 def backoff_seconds(
@@ -79,8 +80,9 @@ def is_retryable(exc: BaseException) -> bool:
     connection errors (including httpx's, recognised by name) yes; validation errors
     (any ``…ValidationError``, such as pydantic's), programming errors (TypeError,
     AttributeError, NameError, NotImplementedError, AssertionError), a field the
-    payload lacks (KeyError, LookupError), foreperson's ConfigurationError and
-    AccessDenied (another user's run: it would be refused again) no;
+    payload lacks (KeyError, LookupError), foreperson's ConfigurationError,
+    AccessDenied (another user's run: it would be refused again) and TaskFailed (a
+    child task is DEAD: retrying its parent cannot revive it) no;
     anything else yes, ValueError included (a truncated JSON reply from a flaky upstream
     is one), bounded by ``max_attempts``.
 

@@ -145,3 +145,54 @@ async def test_each_run_reports_only_itself():
     second = await sup.run(run_id="b")
     assert (first.retries, second.retries) == (1, 0)
     assert first.stats.total == 1 and second.stats.total == 1
+
+
+async def test_a_dead_child_ends_its_parent_dead_and_finished_children_run_once():
+    runs: list[str] = []
+
+    async def work(task):
+        if task.kind == "child":
+            runs.append(task.payload["n"])
+            if task.payload["n"] == 2:
+                raise GiveUp("child 2 cannot be done")
+            return task.payload["n"]
+        ctx = current_task()
+        handles = await ctx.submit(Task("child", {"n": 1}), Task("child", {"n": 2}))
+        return [await h.result(timeout_s=20) for h in handles]
+
+    sup = Supervisor(MemoryStore(), backoff_base_s=0.01)
+    sup.register(Worker("w", {"parent", "child"}, fn=work, concurrency=4))
+    sup.add_task(Task("parent", id="p", max_attempts=3))
+    with anyio.fail_after(30):
+        await sup.run()
+    parent = sup.tasks["p"]
+    assert parent.status is Status.DEAD and parent.reason == "not_retryable"
+    assert "child 2 cannot be done" in parent.error
+    assert sorted(runs) == [1, 2]                       # each child ran once
+    assert [t.id for t in sup.store.list_tasks(kind="child")] == ["p/1", "p/2"]
+
+
+async def test_a_retried_parent_finds_the_children_it_already_submitted():
+    attempts: list[int] = []
+    runs: list[int] = []
+
+    async def work(task):
+        if task.kind == "child":
+            runs.append(task.payload["n"])
+            return task.payload["n"] * 10
+        attempts.append(task.attempts)
+        ctx = current_task()
+        first, second = await ctx.submit(Task("child", {"n": 1}),
+                                         Task("child", {"n": 2}, depends_on=[]))
+        results = [await first.result(timeout_s=20), await second.result(timeout_s=20)]
+        if len(attempts) == 1:
+            raise TimeoutError("the parent's own upstream timed out")
+        return results
+
+    sup = Supervisor(MemoryStore(), backoff_base_s=0.01)
+    sup.register(Worker("w", {"parent", "child"}, fn=work, concurrency=4))
+    sup.add_task(Task("parent", id="p", max_attempts=3))
+    with anyio.fail_after(30):
+        await sup.run()
+    assert sup.tasks["p"].result == [10, 20] and attempts == [1, 2]
+    assert sorted(runs) == [1, 2]                       # not run again on the retry

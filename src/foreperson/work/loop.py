@@ -186,8 +186,19 @@ class RunLoop:
     async def submit_children(self, parent: Task, tasks: list[Task],
                               context: TaskContext) -> list[TaskHandle]:
         """Submit ``tasks`` as children of the running ``parent`` (same run), with
-        handles whose waits lend ``parent``'s slot."""
+        handles whose waits lend ``parent``'s slot.
+
+        A child's id is derived from its parent's id and its place among the children
+        this attempt submitted (``<parent>/<n>``; dependencies among them follow), so a
+        retried parent that submits the same children finds the ones already there:
+        a finished child is not run again."""
+        renamed: dict[str, str] = {}
         for task in tasks:
+            position = context.next_child()
+            renamed[task.id] = f"{parent.id}/{position}"
+        for task in tasks:
+            task.id = renamed[task.id]
+            task.depends_on = [renamed.get(d, d) for d in task.depends_on]
             task.run_id = task.run_id or parent.run_id
             task.parent_id = parent.id
         handles = await self.sup.submit_many(tasks)

@@ -325,24 +325,41 @@ class Supervisor:
                 print(await handle.result())
 
         On leaving, the loop stops taking new work, lets what runs finish and returns.
-
-        Raises:
-            ConfigurationError: no worker is registered.
+        With no worker registered here (the work is done by ``foreperson worker``
+        processes on the same store) there is no loop to run: submissions are awaited
+        all the same. An error of the loop (a store that fails for good) ends the body
+        and is raised as itself, not inside an exception group.
         """
-        async with anyio.create_task_group() as group:
-            done = anyio.Event()
+        if not self.workers:
+            yield self
+            return
+        failure: list[BaseException] = []
+        try:
+            async with anyio.create_task_group() as group:
+                done = anyio.Event()
 
-            async def serve() -> None:
-                await self.run(until_finished=False, progress=progress)
-                done.set()
+                async def serve() -> None:
+                    try:
+                        await self.run(until_finished=False, progress=progress)
+                    except BaseException as exc:
+                        failure.append(exc)
+                        raise
+                    finally:
+                        done.set()
 
-            group.start_soon(serve)
-            try:
-                yield self
-            finally:
-                self.stop()
-                with anyio.CancelScope(shield=True):
-                    await done.wait()
+                group.start_soon(serve)
+                try:
+                    yield self
+                finally:
+                    self.stop()
+                    with anyio.CancelScope(shield=True):
+                        await done.wait()
+        except BaseExceptionGroup as errors:   # one failure: raise it, not a group
+            real = [e for e in errors.exceptions
+                    if not isinstance(e, anyio.get_cancelled_exc_class())]
+            if len(real) == 1:
+                raise real[0] from None
+            raise
 
     # -- seed 000's loop ---------------------------------------------------------
     def dispatch_round(self) -> int:

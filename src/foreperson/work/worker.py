@@ -19,7 +19,7 @@ import json
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -70,6 +70,12 @@ class TaskContext:
     worker: str
     store: TaskStore
     runtime: TaskRuntime | None = None
+    _children: list[int] = field(default_factory=lambda: [0], repr=False, compare=False)
+
+    def next_child(self) -> int:
+        """The place, from 1, of the next child task this attempt submits."""
+        self._children[0] += 1
+        return self._children[0]
 
     def effect_key(self, name: str = "effect") -> str:
         """The idempotency key of the side effect ``name`` of this task: the same on
@@ -133,6 +139,13 @@ class TaskContext:
         their handles. Awaiting a handle lends this task's worker slot to other work
         until the child finishes, so parents waiting on children never hold every
         slot hostage (async task functions; a blocking one uses :meth:`submit_sync`).
+
+        Children get ids derived from this task's id and their order
+        (``<task id>/1``, ``/2`` …; ``depends_on`` among them is rewritten to match): a
+        retried parent that submits the same children in the same order awaits the
+        ones already there instead of running them again. A child that ends DEAD makes
+        ``result()`` raise :class:`~foreperson.errors.TaskFailed`, which is not retried:
+        the parent goes DEAD too, with the child's error.
 
         Returns:
             one :class:`~foreperson.work.handles.TaskHandle` per task, in order.
