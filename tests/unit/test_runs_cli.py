@@ -97,6 +97,9 @@ def test_runs_approve_deny_and_resume(parked, capsys):
     assert main(["runs", "resume", "r-bob", "--agent", "agents.py:clerk", "--db", parked,
                  "--user", "bob"]) == 0
     assert "was denied: no" in capsys.readouterr().out
+    assert main(["runs", "approve", "r-bob", "call_1", "--db", parked,
+                 "--user", "bob"]) == 1                   # a second decision is refused
+    assert "already decided: deny (no); the first decision stands" in capsys.readouterr().err
     assert main(["runs", "approve", "r-ada", "call_1", "--db", parked, "--user", "ada",
                  "--arguments", "[1]"]) == 2
     assert "must be a JSON object" in capsys.readouterr().err

@@ -131,9 +131,14 @@ def approve(
             decision = runtime.approve(run_id, call_id, user_id=user, arguments=edited)
     finally:
         runtime.close()
-    typer.echo(f"run {run_id}: call {call_id}: {decision.decision}"
-               + (f" ({decision.reason})" if decision.decision == "deny" else "")
-               + "; resume the run to continue")
+    asked = "deny" if deny else ("edit" if edited is not None else "approve")
+    said = (f"{decision.decision}" + (f" ({decision.reason})" if decision.decision == "deny"
+                                      else ""))
+    if decision.decision != asked or (asked == "edit" and decision.arguments != edited):
+        typer.echo(f"run {run_id}: call {call_id} was already decided: {said}; the first "
+                   f"decision stands, this {asked} was not recorded", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"run {run_id}: call {call_id}: {said}; resume the run to continue")
 
 
 @runs_app.command("deny")
@@ -179,7 +184,9 @@ def load_agent(spec: str) -> Any:
             module = importlib.import_module(target)
     except (ImportError, OSError) as exc:
         raise ConfigurationError(f"--agent {spec!r}: cannot import {target}: {exc}") from exc
-    value = getattr(module, attr, None)
+    if not hasattr(module, attr):
+        raise ConfigurationError(f"--agent {spec!r}: {target} has no attribute {attr!r}")
+    value = getattr(module, attr)
     if value is not None and not isinstance(value, Agent) and callable(value):
         value = value()
     if not isinstance(value, Agent):

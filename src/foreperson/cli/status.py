@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from typing import Annotated, Optional
 
 import typer
@@ -92,7 +93,8 @@ def status(
         shown = (f"{len(dead)} of {stats.counts[Status.DEAD]}"
                  if stats.counts[Status.DEAD] > len(dead) else f"{len(dead)}")
         table = Table(title=f"DEAD tasks, {shown} shown (foreperson retry puts them back)")
-        for col in ("id", "kind", "attempts", "why", "error"):
+        table.add_column("id", overflow="fold", no_wrap=False)   # whole: for `retry ID`
+        for col in ("kind", "attempts", "why", "error"):
             table.add_column(col)
         for t in dead:
             table.add_row(t.id, t.kind, str(t.attempts), (t.reason or "").replace("_", " "),
@@ -127,11 +129,24 @@ def worker_health(stats: StoreStats, held: list[Task]) -> dict[str, str]:
             ago = (stats.now - max(expiries)).total_seconds()
             out[name] = (f"stale: its leases expired {ago:.0f} s ago (presumed dead; the "
                          "next sweep takes its tasks back)")
+        elif _local_process_gone(name):
+            out[name] = ("stale: its process on this machine is gone (its leases expire, "
+                         "then any sweep takes its tasks back)")
         elif seen is not None and (stats.now - seen).total_seconds() > STALE_WORKER_S:
             out[name] = (f"stale: no heartbeat for {(stats.now - seen).total_seconds():.0f} s")
         else:
             out[name] = "ok"
     return out
+
+
+def _local_process_gone(name: str) -> bool:
+    """For a worker named ``[prefix@]host:pid[:...]`` of this machine: whether that
+    process has ended."""
+    from ..work.process import process_gone
+
+    parts = name.split("@", 1)[-1].split(":")
+    return (len(parts) >= 2 and parts[0] == socket.gethostname() and parts[1].isdigit()
+            and process_gone(int(parts[1])))
 
 
 def register(app: typer.Typer) -> None:

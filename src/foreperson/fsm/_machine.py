@@ -43,6 +43,7 @@ from ..clock import Clock, IdSource, SystemClock, new_id
 from ..errors import ConfigurationError, GuardError, InputError, RunError
 from ..journal import Journal, JournalDivergence, Step, request_digest
 from ..models import Usage
+from ..work.process import process_gone
 from ..work.store import TaskStore
 from ..work.supervisor import Supervisor
 from ._cel import CONTEXT
@@ -603,19 +604,9 @@ def _reclaim_dead_local_holders(store: TaskStore, run_id: str, prefix: str) -> l
         if not task.status.active or not holder.startswith(prefix):
             continue
         pid = holder[len(prefix):].split(":", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and process_gone(int(pid)):
             dead.add(f"{prefix}{pid}:")
     return [i for p in sorted(dead) for i in store.reclaim_stale(holder_prefix=p)]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 async def _call(function: Any, *args: Any) -> Any:

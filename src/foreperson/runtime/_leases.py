@@ -18,6 +18,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..work.process import process_gone
+
 __all__ = ["RUN_LEASES", "RunLeaseKeeper", "new_owner", "owner_is_dead"]
 
 log = logging.getLogger("foreperson.runtime")
@@ -42,17 +44,7 @@ def forget_owner(owner: str) -> None:
 
 
 def _process_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:     # another user's process: alive
-        return False
-    try:                        # a killed child nobody reaped yet is a zombie: gone
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
+    return process_gone(pid)
 
 
 def owner_is_dead(owner: str | None) -> bool:

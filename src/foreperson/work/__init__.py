@@ -10,6 +10,16 @@ from .supervisor import RunReport, Supervisor
 from .task import Status, Task
 from .worker import TaskContext, Worker, current_task
 
+
+def __getattr__(name: str) -> object:
+    """``PostgresStore`` is resolved on first use, so importing foreperson never imports
+    psycopg (``pip install 'foreperson[postgres]'``)."""
+    if name == "PostgresStore":
+        from .stores.postgres import PostgresStore
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "App",
     "MemoryStore",

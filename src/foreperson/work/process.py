@@ -39,7 +39,8 @@ from .supervisor import Supervisor
 from .task import Status, Task
 from .worker import Worker
 
-__all__ = ["AppWorker", "default_worker_name", "load_app", "process_supervisor", "serve"]
+__all__ = ["AppWorker", "default_worker_name", "load_app", "process_gone", "process_supervisor",
+           "serve"]
 
 log = logging.getLogger("foreperson.worker")
 
@@ -126,6 +127,26 @@ class AppWorker(Worker):
 
 def _is_coroutine_function(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn)
+
+
+def process_gone(pid: int) -> bool:
+    """Whether process ``pid`` of this machine has ended (a zombie nobody reaped yet has:
+    it runs nothing). Another user's live process counts as running.
+
+    Args:
+        pid: the process id.
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:     # another user's process: alive
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def default_worker_name() -> str:

@@ -66,6 +66,9 @@ class MemoryStore:
         self._runs: dict[str, RunRecord] = {}
         self._lock = threading.RLock()
 
+    def __repr__(self) -> str:
+        return f"MemoryStore({len(self._tasks)} tasks)"
+
     # -- helpers ---------------------------------------------------------------
     def _now(self) -> datetime:
         now = from_epoch(self.clock.now())

@@ -982,6 +982,9 @@ class PostgresStore:
         self._ready.close()
         self._done.close()
 
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._where()!r}, schema={self.schema!r})"
+
     def __enter__(self) -> PostgresStore:
         return self
 

@@ -959,6 +959,9 @@ class SqliteStore:
                 self._closed = True
                 self._conn.close()
 
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path!r})"
+
     def __enter__(self) -> SqliteStore:
         return self
 
