@@ -4,13 +4,16 @@ parks in SQLite and this "process" stops. Later (here: the same script, as anoth
 process would) a human approves the call, and the run is resumed: the researcher is not
 run again, the refund happens once, and the supervisor answers.
 
-Run: ``python examples/durable_team.py [runs.db]``; then ``foreperson runs show
-team-1 --db runs.db --user ada`` prints the run as a tree.
+Run: ``python examples/durable_team.py [runs.db]`` (default: a new file in a temporary
+folder, so it runs the same every time); then ``foreperson runs show team-1 --db FILE
+--user ada`` prints the run as a tree.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from typing import Any
 
 from foreperson import Agent, SqliteRuntime, Team
@@ -65,7 +68,8 @@ def build() -> Team:
 
 
 def main() -> None:
-    path = sys.argv[1] if len(sys.argv) > 1 else "runs.db"
+    path = (sys.argv[1] if len(sys.argv) > 1
+            else os.path.join(tempfile.mkdtemp(prefix="foreperson-"), "runs.db"))
     with SqliteRuntime(path) as runtime:
         first = build()
         parked = first.run_sync("I was charged twice for A-7", runtime=runtime,
@@ -81,6 +85,7 @@ def main() -> None:
         print(f"resumed: {result.stop_reason}: {result.text}")
         print(f"refunds: {refunds}; researcher called again: {again.researched}")   # type: ignore[attr-defined]
         print(runtime.show("team-1", user_id="ada"))
+        print(f"(the run is in {path})")
 
 
 if __name__ == "__main__":
