@@ -105,4 +105,7 @@ def test_runs_approve_deny_and_resume(parked, capsys):
     assert "must be a JSON object" in capsys.readouterr().err
     assert main(["runs", "resume", "r-ada", "--agent", "agents.py:nothing", "--db",
                  parked]) == 2
-    assert "not an Agent" in capsys.readouterr().err
+    assert "agents.py has no attribute 'nothing'" in capsys.readouterr().err
+    assert main(["runs", "resume", "r-ada", "--agent", "agents.py:Guards", "--db",
+                 parked]) == 2
+    assert "Guards is Guards, not an Agent" in capsys.readouterr().err

@@ -161,7 +161,7 @@ def test_the_threshold_is_fitted_for_the_target_precision_on_held_out_examples()
 def test_the_bundled_demo_set_cannot_reach_the_target_and_says_so(model):
     assert not model.calibration.reachable
     verdict = model.triage("thanks", Classification("general", 0.99, "low", "en"))
-    assert verdict.needs_human and "no threshold reaches" in verdict.reason
+    assert verdict.needs_human and "model not trusted" in verdict.reason
 
 
 def test_low_confidence_needs_a_human():

@@ -549,8 +549,8 @@ def triage(text: str, result: Classification, min_confidence: float,
         if min_confidence <= 1:
             reasons.append(f"low confidence ({result.confidence:.2f} < {min_confidence:.2f})")
         else:
-            reasons.append(f"low confidence ({result.confidence:.2f}; on held-out examples no "
-                           "threshold reaches the target precision)")
+            reasons.append(f"model not trusted (on held-out examples it never reaches the "
+                           f"target precision; this ticket {result.confidence:.2f})")
     language = result.language or detect_language(text)[0]
     reasons += [s.reason for s in ticket_signals(text, language)]
     reasons += list(draft_flags)
