@@ -439,24 +439,31 @@ class RunLoop:
     async def _registration(self, store: TracksWorkers) -> None:
         """Record this run's workers, with this process, in the store's worker table
         while the run goes on (worker processes record themselves); forget them when it
-        ends."""
+        ends. Every worker goes in one transaction (one commit, not one per worker)."""
         workers = list(self.sup.workers.values())
+
+        def record(seen: bool) -> None:
+            with self.sup.store.batch():
+                for worker in workers:
+                    if seen:
+                        store.worker_seen(worker.name, sorted(worker.can_do),
+                                          worker.concurrency)
+                    else:
+                        store.worker_gone(worker.name)
+
         try:
             while True:
-                for worker in workers:
-                    try:
-                        await anyio.to_thread.run_sync(store.worker_seen, worker.name,
-                                                       sorted(worker.can_do), worker.concurrency)
-                    except StoreError as exc:
-                        log.warning("cannot record worker %s: %s", worker.name, exc)
+                try:
+                    await anyio.to_thread.run_sync(record, True)
+                except StoreError as exc:
+                    log.warning("cannot record this run's workers: %s", exc)
                 await anyio.sleep(self.sup.heartbeat_every_s)
         finally:
             with anyio.CancelScope(shield=True):
-                for worker in workers:
-                    try:
-                        await anyio.to_thread.run_sync(store.worker_gone, worker.name)
-                    except StoreError as exc:
-                        log.warning("cannot forget worker %s: %s", worker.name, exc)
+                try:
+                    await anyio.to_thread.run_sync(record, False)
+                except StoreError as exc:
+                    log.warning("cannot forget this run's workers: %s", exc)
 
     async def _listen(self, store: WakesOnWork) -> None:
         kinds = self.sup.known_kinds()
