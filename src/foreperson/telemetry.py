@@ -97,6 +97,7 @@ def remove_sink(sink: MetricsSink) -> None:
 _capture = os.environ.get("FOREPERSON_TRACE_CONTENT", "").lower() in ("1", "true", "yes")
 _api: Any = None          # the opentelemetry.trace module, or False when not installed
 _tracer: Any = None
+_NO_SDK: tuple[type, ...] = ()   # the API's own providers: no SDK installed
 
 
 def set_capture_content(enabled: bool) -> None:
@@ -122,6 +123,8 @@ def _trace() -> Any:
         else:
             _api = trace
             _tracer = trace.get_tracer("foreperson")
+            global _NO_SDK
+            _NO_SDK = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
     return _api or None
 
 
@@ -166,10 +169,16 @@ def start_span(name: str, attributes: dict[str, Any] | None = None, *, parent: A
         kind: ``INTERNAL``, ``CLIENT``, ``SERVER``, ``PRODUCER`` or ``CONSUMER``.
 
     Returns:
-        the span, or None when tracing is not installed.
+        the span, or None when tracing is not installed, or when no SDK is (the
+        application set no tracer provider) and there is no parent to carry on: such a
+        span would record nothing and link nothing, and skipping it keeps an agent step
+        or a task free of tracing costs.
     """
     trace = _trace()
     if trace is None:
+        return None
+    if (parent is None and isinstance(trace.get_tracer_provider(), _NO_SDK)
+            and not trace.get_current_span().get_span_context().is_valid):
         return None
     context = parent
     if parent is not None and isinstance(parent, trace.Span):

@@ -197,3 +197,28 @@ def test_contents_are_recorded_only_when_asked(spans):
         telemetry.set_capture_content(False)
     text = json.dumps([dict(s.attributes) for s in spans.get_finished_spans()])
     assert "the question" in text and "the answer" in text
+
+
+NO_SDK = """
+import json
+from foreperson import telemetry
+parent = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+alone = telemetry.start_span("step")
+child = telemetry.start_span("step", parent=telemetry.span_context(parent))
+with telemetry.use_span(child):
+    carried = telemetry.current_carrier()
+print(json.dumps({"alone": alone is None, "carried": carried}))
+"""
+
+
+def test_without_an_sdk_a_span_is_made_only_to_carry_a_parent_on():
+    """No tracer provider set (a fresh process): a span with nothing to link is skipped,
+    one under a parent from a task record still passes that parent's trace on."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", NO_SDK], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    got = json.loads(out)
+    assert got["alone"] is True
+    assert got["carried"]["traceparent"].split("-")[1] == "4bf92f3577b34da6a3ce929d0e0e4736"
