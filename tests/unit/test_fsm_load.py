@@ -117,6 +117,10 @@ MISTAKES = [
      "expression: \"context.route == 'tech'\"",
      "'tech' is not a value of enum field 'route' (did you mean 'technical'?); its values "
      "are: billing, technical, synthesize"),
+    ("enum compared with a number (CEL says false, so the edge would never fire)",
+     "expression: \"context.route == 'technical'\"", "expression: \"context.route == 3\"",
+     "enum field 'route' is compared with 3 (a number), which it can never equal; its "
+     "values are: billing, technical, synthesize"),
     ("guard names an undeclared field", "expression: \"context.route == 'synthesize'\"",
      "expression: \"context.rout == 'synthesize'\"",
      "no context field 'rout' (did you mean 'route'?)"),

@@ -57,6 +57,18 @@ class Token:
     offset: int
 
     @property
+    def literal(self) -> tuple[str, str] | None:
+        """``(kind, value)`` for a literal (see :class:`LiteralComparison`); else None."""
+        if self.kind == "number":
+            return "number", self.text
+        if self.kind == "ident" and self.text in ("true", "false"):
+            return "bool", self.text
+        if self.kind == "ident" and self.text == "null":
+            return "null", self.text
+        value = self.string_value
+        return None if value is None else ("string", value)
+
+    @property
     def string_value(self) -> str | None:
         """The text of a plain (not raw, not bytes) string literal, unescaped; else None."""
         if self.kind != "string" or self.text[0] in "rRbB":
@@ -99,18 +111,21 @@ class FieldUse:
 
 @dataclass(frozen=True)
 class LiteralComparison:
-    """A field compared with a string literal: ``context.F == 'x'``, ``!=``, or
-    ``context.F in ['x', 'y']``.
+    """A field compared with a literal: ``context.F == 'x'``, ``!=``, or
+    ``context.F in ['x', 3]``.
 
     Attributes:
         name: the field.
-        literal: the string compared with.
+        literal: the string compared with (unescaped), or a number, ``true``, ``false``
+            or ``null`` as written.
         offset: 0-based position of the literal in the expression.
+        kind: ``"string"``, ``"number"``, ``"bool"`` or ``"null"``.
     """
 
     name: str
     literal: str
     offset: int
+    kind: str = "string"
 
 
 @dataclass(frozen=True, eq=False)
@@ -247,27 +262,27 @@ def _field_at(tokens: list[Token], i: int) -> str | None:
 
 def _comparisons(tokens: list[Token]) -> list[LiteralComparison]:
     found: list[LiteralComparison] = []
+
+    def note(name: str, token: Token) -> None:
+        literal = token.literal
+        if literal is not None:
+            found.append(LiteralComparison(name, literal[1], token.offset, literal[0]))
+
     for i in range(len(tokens)):
         name = _field_at(tokens, i)
         if name is None:
             continue
         op = tokens[i + 3] if i + 3 < len(tokens) else None
         if op is not None and op.text in ("==", "!=") and i + 4 < len(tokens):
-            value = tokens[i + 4].string_value
-            if value is not None:
-                found.append(LiteralComparison(name, value, tokens[i + 4].offset))
+            note(name, tokens[i + 4])
         elif op is not None and op.text == "in" and i + 4 < len(tokens) \
                 and tokens[i + 4].text == "[":
             j = i + 5
             while j < len(tokens) and tokens[j].text != "]":
-                value = tokens[j].string_value
-                if value is not None:
-                    found.append(LiteralComparison(name, value, tokens[j].offset))
+                note(name, tokens[j])
                 j += 1
         if i >= 2 and tokens[i - 1].text in ("==", "!="):
-            value = tokens[i - 2].string_value
-            if value is not None:
-                found.append(LiteralComparison(name, value, tokens[i - 2].offset))
+            note(name, tokens[i - 2])
     return found
 
 

@@ -33,6 +33,7 @@ from ..errors import MachineSpecError, SpecProblem
 from ._cel import (
     CelSyntaxError,
     Expression,
+    LiteralComparison,
     compile_expression,
     sample_contexts,
     sample_run,
@@ -317,6 +318,10 @@ _WHAT = {
     _Header: "`fsm`", _FieldModel: "a context field", _AgentModel: "an agent",
     _RequirementModel: "a requirement", _GuardModel: "a guard", _ActionModel: "an action",
     _TransitionModel: "a transition", _StateModel: "a state", _PolicyModel: "`policy`",
+}
+_LITERAL_KINDS = {        # the literals a field of each type can be compared with
+    "enum": {"string", "null"}, "string": {"string", "null"},
+    "number": {"number", "null"}, "boolean": {"bool", "null"},
 }
 _TYPE_WORDS = {
     "string_type": "a string", "int_type": "a whole number", "bool_type": "true or false",
@@ -727,15 +732,31 @@ class _Checker:
                              f"are: {_one_of(self.field_names)}", offset=use.offset + offset)
                 ok = False
         for comparison in expression.comparisons:
-            spec = self.fields.get(comparison.name)
-            if spec is not None and spec.type == "enum" \
-                    and comparison.literal not in spec.values:
-                self.problem(path, f"CEL: {comparison.literal!r} is not a value of enum "
-                             f"field {comparison.name!r}"
-                             f"{_suggest(comparison.literal, spec.values)}; its values "
-                             f"are: {_one_of(spec.values)}", offset=comparison.offset + offset)
+            wrong = self._compared_wrongly(comparison)
+            if wrong:
+                self.problem(path, wrong, offset=comparison.offset + offset)
                 ok = False
         return expression if ok else None
+
+    def _compared_wrongly(self, comparison: LiteralComparison) -> str | None:
+        """What is wrong with comparing a field with a literal: an enum value that is
+        not one of the field's, or a literal of another type (CEL says ``false`` for
+        ``'a' == 3`` rather than an error, so such a guard would never fire)."""
+        spec = self.fields.get(comparison.name)
+        if spec is None or spec.type not in _LITERAL_KINDS:
+            return None
+        name, literal = comparison.name, comparison.literal
+        if comparison.kind not in _LITERAL_KINDS[spec.type]:
+            shown = repr(literal) if comparison.kind == "string" else literal
+            values = (f"; its values are: {_one_of(spec.values)}" if spec.type == "enum"
+                      else "")
+            return (f"CEL: {spec.type} field {name!r} is compared with {shown} (a "
+                    f"{comparison.kind}), which it can never equal{values}")
+        if spec.type == "enum" and literal not in spec.values:
+            return (f"CEL: {literal!r} is not a value of enum field {name!r}"
+                    f"{_suggest(literal, spec.values)}; its values are: "
+                    f"{_one_of(spec.values)}")
+        return None
 
     def _guard(self, source: str, path: Path) -> Expression | None:
         expression = self._expression(source, path, 0)
