@@ -252,6 +252,12 @@ class Dispatcher:
                 0 if slot.name in self._no_prefetch else extra * (worker.batch_size or 1))
         return [s for s in self._slots.values() if s.free()]
 
+    def has_room(self, extra: int) -> bool:
+        """Whether some worker could take another task now (a free slot, or room for
+        ``extra`` prefetched tasks): if not, a claim would find nothing to fill."""
+        with self.lock:
+            return bool(self._free_slots(extra))
+
     def _idle_consumers(self, slot: WorkerSlot) -> int:
         return max(0, self.workers[slot.name].slots - slot.active)
 

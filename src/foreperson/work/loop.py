@@ -252,7 +252,11 @@ class RunLoop:
             await self._housekeeping()
             if self.sup.stopping and not self.sup.dispatcher.busy() and not self.outcomes:
                 return stats
-            if not self.outcomes and len(handed) < self.sup.dispatcher.claim_batch:
+            # a full batch says the store may hold more: claim again at once, if some
+            # slot can take it (else wait for an attempt to end: nothing would fit)
+            more = (len(handed) >= self.sup.dispatcher.claim_batch
+                    and self.sup.dispatcher.has_room(self.sup.prefetch))
+            if not self.outcomes and not more:
                 with anyio.move_on_after(self.idle_wait_s):
                     await self._wake.wait()
 
