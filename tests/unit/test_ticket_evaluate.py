@@ -32,6 +32,18 @@ def test_the_split_is_fixed_and_holds_out_the_share_asked_for():
     assert {e.text for e in train}.isdisjoint({e.text for e in test})
 
 
+def test_repeated_texts_stay_on_one_side_of_the_split():
+    """A ticket exported twice (or re-sent with other spacing or case) is never scored
+    on a copy of itself it was trained on."""
+    rows = known()
+    repeated = rows + [Example("  " + e.text.upper() + " ", e.category) for e in rows[:30]]
+    train, test = split_examples(repeated, 0.5)
+    assert len(train) + len(test) == len(repeated)
+    assert abs(len(test) - len(repeated) / 2) <= 2
+    same = {" ".join(e.text.split()).casefold() for e in train}
+    assert not same & {" ".join(e.text.split()).casefold() for e in test}
+
+
 def test_a_set_with_known_answers_scores_perfectly_and_beats_the_majority_class():
     result = evaluate(known(), target_precision=0.9)
     assert result.accuracy == 1.0 and result.macro_f1 == 1.0

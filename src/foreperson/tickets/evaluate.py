@@ -70,10 +70,16 @@ class Evaluation:
     training_s: float = 0.0
 
 
+def _same_text(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
 def split_examples(examples: Sequence[Example], holdout: float = 0.5,
                    seed: int = 0) -> tuple[list[Example], list[Example]]:
-    """``(train, test)``: ``holdout`` (0..1) of the rows, shuffled with ``seed``, are
-    held out.
+    """``(train, test)``: about ``holdout`` (0..1) of the rows, shuffled with ``seed``,
+    are held out. Rows with the same text (ignoring case and spacing) stay together on
+    one side, so a repeated ticket cannot be scored on a copy of itself it was trained
+    on.
 
     Raises:
         InputError: too few rows, or a split without two labels to train on.
@@ -81,12 +87,19 @@ def split_examples(examples: Sequence[Example], holdout: float = 0.5,
     if not 0.0 < holdout < 1.0:
         raise InputError(f"the held-out share must be between 0 and 1, got {holdout}",
                          path="<examples>")
-    rows = list(examples)
-    random.Random(seed).shuffle(rows)
-    cut = round(len(rows) * holdout)
-    test, train = rows[:cut], rows[cut:]
+    groups: dict[str, list[Example]] = {}
+    for example in examples:
+        groups.setdefault(_same_text(example.text), []).append(example)
+    order = list(groups.values())
+    random.Random(seed).shuffle(order)
+    total = sum(len(g) for g in order)
+    cut = round(total * holdout)
+    test: list[Example] = []
+    train: list[Example] = []
+    for group in order:
+        (test if len(test) < cut else train).extend(group)
     if len(test) < 2 or len({e.category for e in train}) < 2:
-        raise InputError(f"{len(rows)} labelled rows are too few to hold {holdout:.0%} out "
+        raise InputError(f"{total} labelled rows are too few to hold {holdout:.0%} out "
                          "and still train on two labels", path="<examples>")
     return train, test
 

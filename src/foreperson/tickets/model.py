@@ -311,12 +311,15 @@ class TicketModel:
         self._chars = tfidf(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True,
                             max_features=300_000)
         blocks = self._blocks(texts, fit=True)
-        self.categories = self._fit([e.category for e in self.examples], blocks)
+        same: dict[str, int] = {}
+        groups = [same.setdefault(" ".join(t.split()).casefold(), len(same)) for t in texts]
+        self.categories = self._fit([e.category for e in self.examples], blocks, groups)
         prioritised = [i for i, e in enumerate(self.examples) if e.priority]
         self.priorities: _Fitted | None = None
         if len({self.examples[i].priority for i in prioritised}) >= 2:
             sub = {k: v[prioritised] for k, v in blocks.items()}
-            self.priorities = self._fit([self.examples[i].priority for i in prioritised], sub)
+            self.priorities = self._fit([self.examples[i].priority for i in prioritised], sub,
+                                        [groups[i] for i in prioritised])
         self.templates = (templates if templates is not None
                           else set(self.labels) <= TEMPLATE_CATEGORIES)
         answered = [i for i, e in enumerate(self.examples) if e.answer]
@@ -336,19 +339,22 @@ class TicketModel:
         both = self._sparse.hstack([words, chars]).tocsr() * (1 / math.sqrt(2))
         return {"char": chars.tocsr(), "both": both}
 
-    def _folds(self, labels: Sequence[str]) -> list[tuple[Any, Any]]:
-        from sklearn.model_selection import KFold, StratifiedKFold
+    def _folds(self, labels: Sequence[str], groups: Sequence[int]) -> list[tuple[Any, Any]]:
+        """Cross-validation folds; rows of one text group (the same text, ignoring case
+        and spacing) stay in one fold, so a repeated ticket is never scored on its own
+        copy (the threshold would be fitted too confident)."""
+        from sklearn.model_selection import GroupKFold, StratifiedGroupKFold
 
         smallest = min(Counter(labels).values())
-        n = len(labels)
-        if n < 4:
+        distinct = len(set(groups))
+        if len(labels) < 4 or distinct < 2:
             return []
-        splitter: Any = (StratifiedKFold(min(_FOLDS, smallest), shuffle=True, random_state=0)
-                         if smallest >= 2 else KFold(min(_FOLDS, n), shuffle=True,
-                                                     random_state=0))
+        splitter: Any = (StratifiedGroupKFold(min(_FOLDS, smallest, distinct), shuffle=True,
+                                              random_state=0)
+                         if smallest >= 2 else GroupKFold(min(_FOLDS, distinct)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return list(splitter.split(self._np.zeros(n), labels))
+            return list(splitter.split(self._np.zeros(len(labels)), labels, groups))
 
     def _svm(self, weights: str | None) -> Any:
         _, _, _, svc = _sklearn()
@@ -371,11 +377,13 @@ class TicketModel:
                 matrix[test]))
         return labels, scores
 
-    def _fit(self, labels: Sequence[str], blocks: dict[str, Any]) -> _Fitted:
-        """Choose a variant by cross-validation, calibrate it, fit it on everything."""
+    def _fit(self, labels: Sequence[str], blocks: dict[str, Any],
+             groups: Sequence[int]) -> _Fitted:
+        """Choose a variant by cross-validation (folds by text group), calibrate it, fit
+        it on everything."""
         np = self._np
         y = np.asarray(labels)
-        folds = self._folds(labels)
+        folds = self._folds(labels, groups)
         best: tuple[float, str, Any, Any] | None = None
         for name, (features, weights) in VARIANTS.items():
             if not folds:
