@@ -158,6 +158,16 @@ def test_the_threshold_is_fitted_for_the_target_precision_on_held_out_examples()
     assert fixed.fixed and fixed.threshold == 0.3
 
 
+def test_copies_of_a_few_texts_do_not_count_as_evidence_for_the_threshold():
+    # 48 rows, 8 distinct texts: however right the held-out rows are, 8 pieces of
+    # evidence cannot show 90 % precision (48 distinct rows can, as above)
+    copies = labelled(2) * 6
+    model = TicketModel(copies, target_precision=0.9)
+    assert model.calibration.held_out == 48
+    assert not model.calibration.reachable
+    assert TicketModel(labelled(12), target_precision=0.9).calibration.reachable
+
+
 def test_the_bundled_demo_set_cannot_reach_the_target_and_says_so(model):
     assert not model.calibration.reachable
     verdict = model.triage("thanks", Classification("general", 0.99, "low", "en"))

@@ -203,14 +203,15 @@ def evaluate(examples: Sequence[Example], *, holdout: float = 0.5, seed: int = 0
 def format_evaluation(result: Evaluation, *, source: str = "") -> str:
     """The evaluation as the text ``foreperson tickets --evaluate`` prints."""
     cal = result.calibration
+    width = max([10] + [len("baseline: " + name) for name in result.baselines])
     lines = [f"{source}: " if source else "",
              f"trained on {result.train} rows, scored on {result.test} held-out rows "
              f"(training {result.training_s:.1f} s; variant: {result.variant})", "",
-             f"{'':44} {'accuracy':>9} {'macro-F1':>9}",
-             f"{'foreperson':44} {result.accuracy:9.3f} {result.macro_f1:9.3f}"]
+             f"{'':{width}} {'accuracy':>9} {'macro-F1':>9}",
+             f"{'foreperson':{width}} {result.accuracy:9.3f} {result.macro_f1:9.3f}"]
     lines[0:2] = ["".join(lines[0:2])]
     for name, (accuracy, macro_f1) in result.baselines.items():
-        lines.append(f"{'baseline: ' + name:44} {accuracy:9.3f} {macro_f1:9.3f}")
+        lines.append(f"{'baseline: ' + name:{width}} {accuracy:9.3f} {macro_f1:9.3f}")
     lines += ["", f"{'label':30} {'held out':>8} {'precision':>9} {'recall':>7} {'F1':>6}"]
     for s in result.per_label:
         lines.append(f"{s.label[:30]:30} {s.support:8d} {s.precision:9.3f} {s.recall:7.3f} "

@@ -8,7 +8,7 @@ baselines it is chosen from. The same out-of-fold predictions calibrate the conf
 (a softmax of the SVM's scores with a fitted temperature) and fit the threshold below
 which a ticket goes to a human: the lowest one at which the held-out tickets above it
 were right at least ``target_precision`` of the time (a lower confidence bound of it,
-so that a lucky handful does not count).
+counting the copies of one text once, so that a lucky handful does not count).
 
 Drafts: with the bundled demo examples, a reply written for the predicted category in
 the ticket's language (:mod:`~foreperson.tickets.drafts`); with your own examples, the
@@ -240,6 +240,7 @@ class _Fitted:
     model: Any
     temperature: float
     held_out: list[tuple[float, bool]] = field(default_factory=list)   # (confidence, right)
+    groups: list[int] = field(default_factory=list)    # each held-out row's text group
     accuracy: float = 0.0
 
     @property
@@ -247,8 +248,8 @@ class _Fitted:
         return [str(c) for c in self.model.classes_]
 
 
-VARIANTS = {"char": ("char", None), "word+char": ("both", None),
-            "word+char balanced": ("both", "balanced")}
+VARIANTS = {"char balanced": ("char", "balanced"), "char": ("char", None),
+            "word+char": ("both", None), "word+char balanced": ("both", "balanced")}
 """The classifier variants cross-validation chooses from: features and class weights."""
 
 
@@ -407,6 +408,7 @@ class TicketModel:
             fitted.held_out = [(float(p), bool(r)) for p, r in zip(probs.max(1), right,
                                                                    strict=True)]
             fitted.accuracy = float(right.mean())
+            fitted.groups = list(groups)
         return fitted
 
     def calibrate(self, target_precision: float,
@@ -426,12 +428,18 @@ class TicketModel:
                                sum(above) / len(above) if above else 0.0,
                                len(above) / len(pairs) if pairs else 1.0, accuracy,
                                fixed=min_confidence is not None)
-        right = 0
+        order = sorted(range(len(pairs)), key=lambda i: -self.categories.held_out[i][0])
+        groups = self.categories.groups or list(range(len(pairs)))
+        right, seen = 0, set()
         chosen: tuple[float, float, float] | None = None
-        for k, (probability, ok) in enumerate(pairs, start=1):
+        for k, i in enumerate(order, start=1):
+            probability, ok = self.categories.held_out[i]
             right += ok
-            tie = k < len(pairs) and pairs[k][0] == probability
-            if not tie and _wilson_lower(right, k) >= target_precision:
+            seen.add(groups[i])
+            tie = k < len(order) and self.categories.held_out[order[k]][0] == probability
+            # copies of one text are one piece of evidence: the bound counts distinct
+            # texts, at the precision of the rows
+            if not tie and _wilson_lower(right * len(seen) / k, len(seen)) >= target_precision:
                 chosen = (probability, right / k, k / len(pairs))
         if chosen is None:
             return Calibration(target_precision, 1.01, len(pairs), 0.0, 0.0, accuracy)
@@ -565,7 +573,7 @@ def triage(text: str, result: Classification, min_confidence: float,
     return Triage(bool(reasons), tuple(dict.fromkeys(reasons)))
 
 
-def _wilson_lower(right: int, n: int, z: float = 1.5) -> float:
+def _wilson_lower(right: float, n: int, z: float = 1.5) -> float:
     """A lower bound (about 93 % one-sided) of the precision behind ``right`` of ``n``:
     the threshold must reach the target with room to spare, since the model trained on
     every example is a little more confident than the held-out folds it was fitted on."""
