@@ -214,6 +214,17 @@ def test_a_changed_input_is_not_mixed_with_an_earlier_run(tmp_path):
     assert "2 label(s) have fewer than 3 examples" in other.stderr
     _, out = default_names(tmp_path / "tickets.csv")
     assert len(read_results(tmp_path / out)) == 2     # nothing lost
+    # refused before training, however long training would take
+    with labelled.open("a") as f:
+        f.writelines(f"refund order {i} please,money\napp crash on screen {i},bugs\n"
+                     for i in range(400))
+    big = foreperson("tickets", "tickets.csv", "--examples", "labels.csv", "--no-progress",
+                     cwd=tmp_path, check=False)
+    assert big.returncode == 2 and "other --examples or another --model" in big.stderr
+    assert "training on" not in big.stderr
+    changed = foreperson("tickets", "tickets.csv", "--target-precision", "0.8",
+                         "--no-progress", cwd=tmp_path, check=False)
+    assert changed.returncode == 2 and "--target-precision" in changed.stderr
 
 
 def test_ctrl_c_says_how_to_continue(tmp_path):

@@ -270,3 +270,31 @@ def test_a_worker_with_another_model_never_claims_the_jobs_tasks(model):
     right = ticket_app(model).worker("configured")
     assert store.claim(wrong.name, wrong.can_do, 10) == []
     assert [t.id for t in store.claim(right.name, right.can_do, 10)] == ["1/classify"]
+
+
+def test_the_fingerprint_is_known_before_the_model_is_trained(model):
+    # the CLI refuses a re-run with other examples before training, from fingerprint_of
+    from foreperson.tickets.job import fingerprint_of, model_fingerprint
+    from foreperson.tickets.llm import LlmTicketModel
+
+    examples = bundled_examples()
+    assert fingerprint_of("TicketModel", None, examples) == model_fingerprint(model)
+    llm = LlmTicketModel("local-model", examples[::8], base_url="http://127.0.0.1:9/v1")
+    assert (fingerprint_of("LlmTicketModel", "local-model", examples[::8])
+            == model_fingerprint(llm))
+    assert fingerprint_of("TicketModel", None, examples[::8]) != model_fingerprint(model)
+
+
+def test_a_long_training_is_announced_with_its_estimate(monkeypatch):
+    import foreperson.tickets.model as module
+    from foreperson.tickets.model import training_estimate_s
+
+    lines: list[str] = []
+    TicketModel(labelled(3), progress=lines.append)
+    assert lines == []                                     # a second's work: no line
+    assert training_estimate_s(labelled(3)) < 2
+    # the estimate grows with the text and the labels
+    assert training_estimate_s(labelled(30)) > 9 * training_estimate_s(labelled(3))
+    monkeypatch.setattr(module, "training_estimate_s", lambda examples: 7.4)
+    TicketModel(labelled(3), progress=lines.append)
+    assert lines == ["training on 12 examples (about 7 s) ..."]

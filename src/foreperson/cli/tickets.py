@@ -162,8 +162,15 @@ def tickets(
     if not ticket_file.tickets:
         raise ConfigurationError(f"{input_file}: no tickets with text to process")
     training = _training_set(examples, examples_text_column, examples_label_column)
-    job = _make_job(training, model, base_url, max_attempts, target_precision, min_confidence)
     store = open_store(db, dsn, schema=schema)
+    try:      # a re-run with other examples, model or settings: refused before training
+        _check_earlier_run(ticket_file, store, out, training, model, target_precision,
+                           min_confidence)
+        job = _make_job(training, model, base_url, max_attempts, target_precision,
+                        min_confidence)
+    except BaseException:
+        store.close()
+        raise
     show = sys.stderr.isatty() if progress is None else progress
     total = len(ticket_file.tickets)
     typer.echo(f"{total} tickets from {input_file} -> {out} (tasks in "
@@ -203,6 +210,16 @@ def _training_set(examples: Path | None, text_column: str | None,
                    f"({', '.join(thin[:5])}{' ...' if len(thin) > 5 else ''}); the "
                    "classifier will be unsure about them", err=True)
     return training
+
+
+def _check_earlier_run(ticket_file: Any, store: Any, out: Path, training: list[Example],
+                       model: str | None, target_precision: float,
+                       min_confidence: float | None) -> None:
+    from ..tickets.job import check_earlier_run, fingerprint_of, job_settings
+
+    kind = "LlmTicketModel" if model is not None else "TicketModel"
+    check_earlier_run(ticket_file, store, out, fingerprint=fingerprint_of(kind, model, training),
+                      settings=job_settings(target_precision, min_confidence))
 
 
 def _make_job(training: list[Example], model: str | None, base_url: str | None,

@@ -29,7 +29,7 @@ import socket
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -48,7 +48,8 @@ from .model import Classification, TicketModel, bundled_examples, load_examples
 from .reader import Ticket, TicketFile
 
 __all__ = ["CLASSIFY", "DRAFT", "TRIAGE", "JobProgress", "JobReport", "Outbox", "TicketJob",
-           "kinds_for", "model_fingerprint", "run_job", "ticket_app", "ticket_tasks"]
+           "check_earlier_run", "fingerprint_of", "job_settings", "kinds_for",
+           "model_fingerprint", "run_job", "ticket_app", "ticket_tasks"]
 
 CLASSIFY, DRAFT, TRIAGE = "classify_ticket", "draft_reply", "triage_ticket"
 OUTPUT_FIELDS = ("id", "category", "confidence", "priority", "language", "needs_human",
@@ -63,16 +64,34 @@ SETTING_OPTIONS = {"target_precision": "--target-precision",
 
 def model_fingerprint(model: Any) -> str:
     """A short hash of what decides a ticket's classification and draft: the model's
-    kind and name and every training example. Stored in each task's payload and kind, so
-    a re-run with other examples (or a worker process configured differently) is
-    noticed. The triage thresholds travel in the payload instead (``settings``)."""
-    digest = hashlib.sha256(type(model).__name__.encode())
-    digest.update(repr(getattr(model, "model_name", None)).encode())
-    for example in getattr(model, "examples", ()):
+    kind and name and every training example (:func:`fingerprint_of`). Stored in each
+    task's payload and kind, so a re-run with other examples (or a worker process
+    configured differently) is noticed. The triage thresholds travel in the payload
+    instead (``settings``)."""
+    return fingerprint_of(type(model).__name__, getattr(model, "model_name", None),
+                          getattr(model, "examples", ()))
+
+
+def fingerprint_of(kind: str, model_name: str | None, examples: Iterable[Any]) -> str:
+    """:func:`model_fingerprint` from its parts, before any model is trained: ``kind``
+    is the model's class name (``TicketModel``, ``LlmTicketModel``), ``model_name`` the
+    language model's name (None offline), ``examples`` the training examples.
+
+    Returns:
+        16 hexadecimal characters.
+    """
+    digest = hashlib.sha256(kind.encode())
+    digest.update(repr(model_name).encode())
+    for example in examples:
         digest.update(json.dumps([example.text, example.category, example.answer,
                                   example.priority,
                                   getattr(example, "language", "")]).encode())
     return digest.hexdigest()[:16]
+
+
+def job_settings(target_precision: float, min_confidence: float | None) -> dict[str, Any]:
+    """The triage settings every task of a job carries (compared on a re-run)."""
+    return {"target_precision": target_precision, "min_confidence": min_confidence}
 
 
 def kinds_for(fingerprint: str) -> tuple[str, str, str]:
@@ -155,9 +174,8 @@ class TicketJob:
 
     @property
     def settings(self) -> dict[str, Any]:
-        """The triage settings every task of this job carries."""
-        return {"target_precision": self.target_precision,
-                "min_confidence": self.min_confidence}
+        """The triage settings every task of this job carries (:func:`job_settings`)."""
+        return job_settings(self.target_precision, self.min_confidence)
 
     @classmethod
     def from_environment(cls) -> TicketJob:
@@ -540,8 +558,25 @@ def _reason_kind(reason: str) -> str:
     return reason.split(" (", 1)[0]
 
 
+def check_earlier_run(tickets: TicketFile, store: TaskStore, out: str | Path, *,
+                      fingerprint: str, settings: dict[str, Any]) -> None:
+    """What :func:`run_job` checks first, done before the model is trained (a re-run
+    with other examples or one setting changed is refused in well under a second):
+    ``fingerprint`` from :func:`fingerprint_of`, ``settings`` from :func:`job_settings`.
+
+    Raises:
+        InputError / ConfigurationError: as :func:`run_job` would, or ``out`` is being
+            written by another job.
+    """
+    outbox = Outbox(out)
+    try:
+        _check_earlier_run(tickets, store, outbox, fingerprint, settings)
+    finally:
+        outbox.close()
+
+
 def _check_earlier_run(tickets: TicketFile, store: TaskStore, outbox: Outbox,
-                       job: TicketJob) -> None:
+                       fingerprint: str, settings: dict[str, Any]) -> None:
     """Refuse to mix this input with an earlier run's different tickets, model or
     settings.
 
@@ -559,7 +594,7 @@ def _check_earlier_run(tickets: TicketFile, store: TaskStore, outbox: Outbox,
         earlier = stored.get(ticket.id)
         if earlier is None:
             continue
-        if earlier.get("model", job.fingerprint) != job.fingerprint:
+        if earlier.get("model", fingerprint) != fingerprint:
             raise ConfigurationError(
                 "the tickets in this task database were processed with other --examples "
                 "or another --model: use the same as that run, or another --db and --out")
@@ -568,7 +603,7 @@ def _check_earlier_run(tickets: TicketFile, store: TaskStore, outbox: Outbox,
                 f"ticket {ticket.id} is not the ticket with that id already processed in "
                 "this task database (an earlier run on other input): use another --db (or "
                 "--schema with --dsn) and --out for this input", path=where, line=ticket.line)
-        _check_settings(earlier.get("settings"), job.settings)
+        _check_settings(earlier.get("settings"), settings)
     strangers = sorted(set(stored) - ours)
     if strangers:
         raise ConfigurationError(
@@ -742,7 +777,7 @@ async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, wor
         host = socket.gethostname()
         orphans = (store.reclaim_stale(holder_prefix=f"{JOB_WORKER}{host}:")
                    if lock is not None else [])
-        _check_earlier_run(tickets, store, outbox, job)
+        _check_earlier_run(tickets, store, outbox, job.fingerprint, job.settings)
         run_id = job.run_id(tickets)
         app = job.app()
         sup = Supervisor(store, stale_after=stale_after, kinds=app.kinds)
