@@ -49,6 +49,30 @@ def test_words_that_mean_something_else_are_not_taken_for_signals(text, language
     assert names(text, language) == set()
 
 
+@pytest.mark.parametrize(("text", "language"), [
+    ("There is no outage, I just have a question about my invoice.", "en"),
+    ("I was not hacked, I just forgot my password.", "en"),
+    ("I'm not angry, just curious about the new plan.", "en"),
+    ("I don't need a call back, email is fine.", "en"),
+    ("Es gibt keinen Ausfall, nur eine Frage zur Rechnung.", "de"),
+    ("No hace falta que me llamen, prefiero el correo.", "es"),
+    ("Ce n'est pas une fraude, juste une erreur de ma part.", "fr"),
+    ("Não preciso de ligação, obrigado.", "pt"),
+])
+def test_a_negated_signal_is_not_raised(text, language):
+    assert names(text, language) == set()
+
+
+@pytest.mark.parametrize(("text", "signal"), [
+    ("No outage yesterday, but today the servers are down.", "outage"),   # next clause
+    ("I have no internet since the outage this morning.", "outage"),      # too far back
+    ("I have never been so angry in my life.", "angry customer"),         # "so": stronger
+    ("I don't want to involve our lawyer, but I will.", "legal"),         # never cancelled
+])
+def test_a_negation_reaches_only_the_words_it_governs(text, signal):
+    assert signal in names(text)
+
+
 def test_every_reason_is_listed_with_its_evidence():
     verdict = triage("This is unacceptable! Our lawyer will sue you. The site is down.", SURE,
                      0.5)

@@ -15,6 +15,11 @@ Ticket signals, each language-aware (English, German, Spanish, French, Portugues
   "THANK YOU!!!" is not anger;
 * ``asks for a person``: the customer wants a human, a manager or a phone call.
 
+A signal just after a negation in the same clause ("there is no outage", "I was not
+hacked", "I'm not angry", "I don't need a call back", "kein Ausfall", "ce n'est pas une
+fraude", "não preciso de ligação") is not raised; legal threats are never cancelled that
+way ("I don't want to involve our lawyer, but ...").
+
 The patterns of the ticket's language are applied, and the English ones too (English
 phrases such as "server down" turn up in tickets written in any language).
 
@@ -183,6 +188,39 @@ _PERSON = {
 }
 
 
+# what cancels a signal just before it ("there is no outage", "I was not hacked", "kein
+# Ausfall", "ce n'est pas une fraude"), with at most two words in between; a break in the
+# clause (punctuation, "but") ends its reach, and "so" / "more" make it stronger instead
+# ("never been so angry")
+_NEGATORS = {
+    "en": r"no need (?:to|for)|no one|nobody|nothing|no|not|never|without|nor|cannot|"
+          r"\w+n[’']t",
+    "de": r"nicht|kein\w*|nie|niemals|niemand|nichts|ohne",
+    "es": r"no (?:hace falta|es necesario|necesito|quiero)(?: que)?|no|ning[uú]n\w*|nunca|nadie|"
+          r"nada|sin|tampoco",
+    "fr": r"pas besoin (?:de|d'|qu'on|que)|inutile de|pas|aucun\w*|jamais|sans|ni",
+    "pt": r"n[ãa]o (?:precis[ao]m?|[ée] necess[áa]rio|quero)(?: que)?|n[ãa]o|nenhum\w*|nunca|"
+          r"ningu[ée]m|nada|sem|nem",
+}
+_CLAUSE_BREAK = re.compile(r"[.,;:!?\n]|\b(?:but|aber|pero|mais|mas|however|sondern)\b", _I)
+_STRONGER = re.compile(r"\b(?:so|more|this|that|ever|as|such|too|so\s+much)\b", _I)
+_NEGATED = {lang: re.compile(rf"\b(?:{neg})\b((?:\s+[\w'’-]+){{0,2}})\s*$", _I)
+            for lang, neg in _NEGATORS.items()}
+
+
+def _negated(text: str, start: int, languages: Iterable[str]) -> bool:
+    """Whether the words just before ``start`` cancel what follows (see _NEGATORS)."""
+    before = text[max(0, start - 80):start]
+    breaks = list(_CLAUSE_BREAK.finditer(before))
+    if breaks:
+        before = before[breaks[-1].end():]
+    for lang in languages:
+        match = _NEGATED[lang].search(before) if lang in _NEGATED else None
+        if match and not _STRONGER.search(match.group(1)):
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class Signal:
     """One triage signal found in a ticket.
@@ -205,11 +243,15 @@ def _tables(language: str) -> list[str]:
     return [language] if language == "en" else [language, "en"]
 
 
-def _first(patterns: dict[str, re.Pattern[str]], text: str, languages: Iterable[str]) -> str:
+def _first(patterns: dict[str, re.Pattern[str]], text: str, languages: list[str], *,
+           negatable: bool = True) -> str:
+    """The first match (as evidence) of the patterns of ``languages`` that is not
+    negated (``negatable``), or ""."""
     for lang in languages:
         pattern = patterns.get(lang)
-        match = pattern.search(text) if pattern is not None else None
-        if match:
+        for match in pattern.finditer(text) if pattern is not None else ():
+            if negatable and _negated(text, match.start(), languages):
+                continue
             return " ".join(match.group(0).lower().split())
     return ""
 
@@ -226,7 +268,7 @@ def _anger(text: str, languages: list[str]) -> str:
         return word
     loud = _shouting(text)
     exclaimed = text.count("!") >= 3 or "!!" in text
-    if (loud or exclaimed) and _first(_NEGATIVE, text, languages):
+    if (loud or exclaimed) and _first(_NEGATIVE, text, languages, negatable=False):
         return "shouting" if loud else "exclamation marks"
     return ""
 
@@ -248,7 +290,8 @@ def ticket_signals(text: str, language: str = "en") -> list[Signal]:
         evidence = _first(patterns, text, languages)
         if evidence:
             found.append(Signal(name, evidence))
-    legal = _first(_LEGAL, text, languages)
+    # "I don't want to involve our lawyer, but ..." is still a threat: never cancelled
+    legal = _first(_LEGAL, text, languages, negatable=False)
     if not legal:
         sue = _SUE.search(text)
         legal = sue.group(0).lower() if sue else ""
