@@ -49,6 +49,32 @@ def test_words_that_mean_something_else_are_not_taken_for_signals(text, language
     assert names(text, language) == set()
 
 
+@pytest.mark.parametrize(("text", "language", "signal"), [
+    ("Alguien entró en mi cuenta y cambió el correo.", "es", "security"),
+    ("Ich sehe zwei Abbuchungen, die ich nie autorisiert habe.", "de", "security"),
+    ("Apareceu uma compra no cartão que eu não fiz.", "pt", "security"),
+    ("Können Sie mich heute noch zurückrufen?", "de", "asks for a person"),
+    ("Podem me ligar amanhã de manhã?", "pt", "asks for a person"),
+    ("Je veux qu'un conseiller m'appelle.", "fr", "asks for a person"),
+    ("Oh great, another automated reply that answers nothing.", "en", "angry customer"),
+    ("La plateforme est tombée et plus personne ne peut payer.", "fr", "outage"),
+    ("Ya puse una reclamación ante Consumo por esto.", "es", "legal"),
+])
+def test_the_same_signal_in_other_words_is_found(text, language, signal):
+    assert signal in names(text, language)
+
+
+@pytest.mark.parametrize(("text", "language"), [
+    ("Quanto tempo leva para processar o reembolso?", "pt"),        # process, not sue
+    ("Je m'appelle Claire, j'ai une question sur ma facture.", "fr"),  # my name is
+    ("Esto es una estafa, no vuelvo a comprar.", "es"),   # anger at the shop, not fraud
+    ("I'm not going to sue anyone, relax, where is my parcel?", "en"),
+    ("Thanks, that worked! See you!", "en"),
+])
+def test_everyday_words_close_to_a_signal_are_not_taken_for_it(text, language):
+    assert names(text, language) - {"angry customer"} == set()
+
+
 @pytest.mark.parametrize(("text", "language"), [
     ("There is no outage, I just have a question about my invoice.", "en"),
     ("I was not hacked, I just forgot my password.", "en"),
@@ -81,14 +107,17 @@ def test_every_reason_is_listed_with_its_evidence():
     assert "legal (lawyer)" in verdict.reasons
 
 
-def test_the_labelled_triage_set_meets_the_targets_for_every_signal():
-    rows = [json.loads(line) for line in TRIAGE_SET.read_text(encoding="utf-8").splitlines()]
-    assert len(rows) >= 200 and {r["language"] for r in rows} == {"en", "de", "es", "fr", "pt"}
+@pytest.mark.parametrize(("name", "least"), [
+    ("triage_set.jsonl", 20), ("holdout_set.jsonl", 15), ("holdout_set_2.jsonl", 15)])
+def test_the_labelled_triage_sets_meet_the_targets_for_every_signal(name, least):
+    rows = [json.loads(line) for line in (TRIAGE_SET.parent / name).read_text(
+        encoding="utf-8").splitlines()]
+    assert len(rows) >= 120 and {r["language"] for r in rows} == {"en", "de", "es", "fr", "pt"}
     for signal in SIGNALS:
         found = [signal in names(r["text"], r["language"]) for r in rows]
         truth = [signal in r["signals"] for r in rows]
         tp = sum(f and t for f, t in zip(found, truth, strict=True))
         precision = tp / max(1, sum(found))
         recall = tp / max(1, sum(truth))
-        assert sum(truth) >= 20, signal
+        assert sum(truth) >= least, signal
         assert precision >= 0.9 and recall >= 0.8, (signal, precision, recall)

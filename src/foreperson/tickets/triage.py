@@ -31,7 +31,7 @@ announces an outage must be read by a person before it is sent.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 __all__ = ["SIGNALS", "Signal", "draft_promises", "ticket_signals"]
@@ -59,19 +59,41 @@ _OUTAGE = {
                rf"\b{_DOWN_SUBJECTS} down\b", r"\bnot (?:reachable|available) (?:at all|for (?:anyone|everyone|all))",
                r"\bunreachable\b", r"\bservice unavailable\b", r"\b50[23] errors?\b",
                r"\bdown for (?:everyone|all|us|our)\b",
-               r"\bservice (?:disruption|interruption)s?\b"),
-    "de": _any(r"\w*ausf[äa]ll\w*", r"\bausgefallen\b", r"\bnicht (?:mehr )?erreichbar\b",
-               r"\bst[öo]rung(?:en)?\b", r"\bserver (?:ist |sind )?down\b",
-               r"\b(?:komplett|völlig|total) (?:down|offline)\b", r"\bnichts (?:lädt|geht) mehr\b"),
+               r"\bservice (?:disruption|interruption)s?\b", r"\bno (?:internet|connection|signal|service)\b",
+               r"\binternet (?:has been |is |was )?(?:dead|out|down)\b", r"\bwhole (?:street|area|building|office) is out\b",
+               rf"\b(?:can(?:no|')t|cannot|unable to) (?:reach|access|open|load) (?:your|the)(?: \w+)? "
+               rf"{_DOWN_SUBJECTS}(?: \w+)? at all\b"),
+    "de": _any(r"\w*ausf[äa]ll\w*", r"\bausgefallen\b",
+               r"\bnicht (?:mehr )?erreichbar\b",
+               r"\b(?:netz|server|dienst|service|system|internet|strom)st[öo]rung\w*",
+               r"\bst[öo]rung(?:en)? (?:des|der|im|beim|bei|am) (?:dienst\w*|server\w*|netz\w*|service|system\w*|"
+               r"internet|portal\w*|plattform)", r"\b(?:gro[ßs]fl[äa]chige|allgemeine|bekannte) st[öo]rung\b",
+               r"\bgibt es (?:gerade |aktuell |derzeit |momentan )?(?:wieder )?eine st[öo]rung\b",
+               r"\bst[öo]rung (?:beim|bei der) (?:login|anmeldung)\b", r"\bst[öo]rung f[üu]r alle\b",
+               r"\bserver (?:ist |sind )?down\b",
+               r"\b(?:komplett|völlig|total) (?:down|offline)\b", r"\bnichts (?:lädt|geht) mehr\b",
+               r"\bkein (?:internet|netz|empfang)\b", r"\b(?:server|seite|webseite|app|portal|dienst|system|netz) "
+               r"(?:ist |sind )?(?:down|offline|tot)\b"),
     "es": _any(r"\bca[íi]d[oa]s?\b(?! de (?:precios?|ventas|la demanda))", r"\bse (?:ha )?ca[íi]do\b", r"\bfuera de servicio\b",
-               r"\binterrupci[oó]n(?:es)?\b", r"\bsin servicio\b", r"\bno (?:est[áa] )?disponible para nadie\b",
+               r"\bservicio no disponible\b", r"\bsin (?:internet|conexi[oó]n|se[ñn]al|l[íi]nea)\b",
+               r"\b(?:servidor|sistema|plataforma|web|p[áa]gina|app|aplicaci[oó]n)(?: de \w+)? no responde\b", r"\b(?:servidor(?:es)?|sistema|plataforma|web|p[áa]gina|app) "
+               r"(?:est[áa] |est[áa]n )?(?:ca[íi]d[oa]s?|inaccesible|fuera de l[íi]nea)\b",
+               r"\binterrupci[oó]n(?:es)? (?:del? |en el |en la )?(?:servicio|red|sistema|servidor|conexi[oó]n|"
+               r"internet|plataforma)", r"\binterrupci[oó]n (?:cr[íi]tica|general|total)\b", r"\bsin servicio\b", r"\bno (?:est[áa] )?disponible para nadie\b",
                r"\bno funciona para nadie\b"),
     "fr": _any(r"\bpannes? (?:g[ée]n[ée]rales?|de (?:service|serveur|r[ée]seau|syst[èe]me))\b",
                r"\b(?:serveurs?|site|service|plateforme|syst[èe]me|r[ée]seau) (?:est |sont )?en panne\b",
                r"\bhors service\b", r"\binterruptions? (?:de|du) service\b", r"\bindisponibles?\b",
-               r"\bne r[ée]pond plus\b", r"\bcoupures?\b"),
-    "pt": _any(r"\bfora do ar\b", r"\binterrup[çc](?:ão|ões)\b", r"\bindispon[íi]ve(?:l|is)\b",
-               r"\bqueda (?:do|dos|de) (?:servi[çc]o|sistema|servidor)", r"\b(?:servidor|sistema|site|servi[çc]o) caiu\b",
+               r"\bne r[ée]pond plus\b", r"\bcoupures?\b", r"\binaccessibles?\b", r"\bhors ligne\b", r"\ben rade\b",
+               r"\binternet coup[ée]\b", r"\bne (?:marche|fonctionne) plus du tout\b", r"\bplus d'internet\b",
+               r"\b(?:serveurs?|site|service|plateforme|syst[èe]me|r[ée]seau|appli\w*) (?:est |sont )?"
+               r"(?:tomb[ée]e?s?|plant[ée]e?s?)\b"),
+    "pt": _any(r"\bfora do ar\b", r"\binterrup[çc](?:ão|ões) (?:d[oa]s? |de |no |na )?(?:servi[çc]o|rede|sistema|servidor|conex[ãa]o|internet|plataforma)",
+               r"\binterrup[çc][ãa]o (?:cr[íi]tica|geral|total)\b", r"\bindispon[íi]ve(?:l|is)\b",
+               r"\bqueda (?:do|dos|de) (?:servi[çc]o|sistema|servidor)",
+               r"\b(?:servidor(?:es)?|sistema|site|servi[çc]o|plataforma|app|aplicativo|aplica[çc][ãa]o|rede)"
+               r"(?: \w+){0,2} (?:caiu|ca[íi]ram|est[áa] (?:em baixo|fora|inacess[íi]vel|indispon[íi]vel)|"
+               r"n[ãa]o est[áa] dispon[íi]vel)\b", r"\bsem (?:internet|sinal|conex[ãa]o|rede)\b",
                r"\bfora de servi[çc]o\b"),
 }
 
@@ -83,26 +105,49 @@ _SECURITY = {
                r"\bsomeone (?:has )?(?:logged|signed|got|broke) in(?:to)?\b",
                r"\b(?:log ?ins?|sign[- ]?ins?) from (?:another|a different|an unknown|a foreign|other) "
                r"(?:country|location|device|ip)\b",
-               r"\bvulnerabilit(?:y|ies)\b", r"\bsecurity (?:incident|breach|issue|flaw|hole)\b"),
+               r"\bvulnerabilit(?:y|ies)\b", r"\bsecurity (?:incident|breach|issue|flaw|hole)\b",
+               r"\b(?:charges?|payments?|purchases?|transactions?|orders?) (?:that )?i (?:never|didn'?t|did not) "
+               r"(?:make|made|authori[sz]e|place|recogni[sz]e)", r"\bleak(?:ed|s)?\b",
+               r"\bcloned\b", r"\bis (?:this|it|that) (?:a )?scam\b",
+               r"\b(?:charges?|payments?|purchases?|transactions?)\b(?: \S+){0,5} (?:that )?i (?:never|didn'?t|did not) "
+               r"(?:make|made|authori[sz]e|place|recogni[sz]e)", r"\b(?:weird|strange|unusual|unknown) log ?in\b",
+               r"\b(?:steal|stole|stolen) (?:my )?(?:password|card|identity|data)\b", r"\bsomeone (?:got|get|has got|has gotten) (?:into|access)\b"),
     "de": _any(r"\bgehackt\b", r"\bhacker\w*", r"\bunbefugt\w*", r"\bdatenleck\w*",
                r"\bdatenpanne\w*", r"\bsicherheitsl[üu]cke\w*", r"\bphishing\w*", r"\bbetrug\w*",
                r"\bbetr[üu]ger\w*", r"\bkompromittiert\b", r"\bverd[äa]chtige (?:anmeld\w*|zugriff\w*|aktivit\w*)",
-               r"\bschadsoftware\b", r"\bmalware\b", r"\bidentit[äa]tsdiebstahl\b", r"\bgestohlen\b"),
+               r"\bschadsoftware\b", r"\bmalware\b", r"\bidentit[äa]tsdiebstahl\b", r"\bgestohlen\b",
+               r"\bgeleakt\b", r"\bleak\b", r"\bjemand hat sich\b.{0,60}\b(?:eingeloggt|angemeldet)\b",
+               r"\bnie (?:autorisiert|get[äa]tigt|bestellt|freigegeben)\b", r"\bnicht (?:autorisiert|von mir)\b",
+               r"\bgeklont\b", r"\bgeklaut\b", r"\banmeldeversuch\w*"),
     "es": _any(r"\bhacke(?:ad[oa]s?|o|r|aron)\b", r"\bacceso no autorizado\b", r"\bno autorizad[oa]s?\b",
                r"\bviolaci[oó]n de (?:datos|seguridad)\b", r"\bbrecha de (?:seguridad|datos)\b",
                r"\bfraude\w*", r"\bphishing\b", r"\bmalware\b", r"\bcomprometid[oa]s?\b",
                r"\brobo de (?:identidad|datos|cuenta)\b", r"\bvulnerabilidad(?:es)?\b",
-               r"\bfuga de datos\b", r"\brobad[oa]s?\b", r"\brobaron\b"),
+               r"\bfuga de datos\b", r"\brobad[oa]s?\b", r"\brobaron\b", r"\bfiltraci[oó]n\w*",
+               r"\balguien (?:entr[óo]|ha entrado|accedi[óo]|ha accedido) (?:a|en) mi cuenta\b",
+               r"\b(?:cargos?|cobros?|compras?|pagos?) (?:\w+ ){0,5}que no (?:reconozco|hice|autoric[ée])\b",
+               r"\bclonad[oa]s?\b", r"\bes (?:una )?estafa\?", r"\benlace (?:falso|sospechoso|raro)\b",
+               r"\bparece falso\b", r"\bsuplantaci[oó]n\b", r"\bclonaron\b", r"\bse filtraron\b",
+               r"\b(?:cargos?|cobros?|compras?|pagos?) (?:\w+ ){0,5}que (?:yo )?nunca (?:hice|autoric[ée])\b",
+               r"\bme hicieron una estafa\b", r"\balguien compr[óo] con mi (?:cuenta|tarjeta)\b"),
     "fr": _any(r"\bpirat[ée]e?s?\b", r"\bpiratage\b", r"\bfuite de donn[ée]es\b",
                r"\bacc[èe]s non autoris[ée]\b", r"\bnon autoris[ée]e?s?\b", r"\bhame[çc]onnage\b",
                r"\bphishing\b", r"\bfraude\w*", r"\bmalware\b", r"\blogiciel malveillant\b",
                r"\bviolation de (?:donn[ée]es|s[ée]curit[ée])\b", r"\bfaille de s[ée]curit[ée]\b",
-               r"\busurpation d'identit[ée]\b", r"\bvol[ée]e?s? (?:de|mes|mon|ma)\b"),
+               r"\busurpation d'identit[ée]\b", r"\bvol[ée]e?s? (?:de|mes|mon|ma)\b",
+               r"\bquelqu'un (?:s'est connect[ée]|a acc[ée]d[ée]|est entr[ée]) (?:[àa]|sur|dans) mon compte\b",
+               r"\b(?:que je n'ai|que j'ai) (?:jamais|pas) (?:autoris[ée]|fait|effectu[ée]|command[ée])e?s?\b",
+               r"\bclon[ée]e?\b", r"\bune arnaque\s*\?", r"\blien (?:suspect|bizarre|frauduleux)\b"),
     "pt": _any(r"\bhackead[oa]s?\b", r"\bhacker\w*", r"\bn[ãa]o autorizad[oa]s?\b",
                r"\bvazamento\w*", r"\bfraude\w*", r"\bphishing\b", r"\bmalware\b",
                r"\bviola[çc][ãa]o de (?:dados|seguran[çc]a)\b", r"\bcomprometid[oa]s?\b",
                r"\binvadid[oa]s?\b", r"\bsem (?:a )?minha autoriza[çc][ãa]o\b",
-               r"\broubo de (?:identidade|dados|conta)\b", r"\bfalha de seguran[çc]a\b"),
+               r"\broubo de (?:identidade|dados|conta)\b", r"\bfalha de seguran[çc]a\b",
+               r"\binvadi(?:ram|u)\b", r"\bclonad[oa]s?\b", r"\bclonaram\b", r"\b[ée] (?:um )?golpe\s*\?",
+               r"\balgu[ée]m (?:entrou|acessou|invadiu) (?:na|a) minha conta\b", r"\bvazaram\b",
+               r"\broubaram (?:minha|meu|meus|minhas)\b", r"\bacesso estranho\b", r"\bgolpista\w*",
+               r"\b(?:compras?|cobran[çc]as?|pagamentos?|d[ée]bitos?) (?:\w+ ){0,5}que (?:eu )?n[ãa]o "
+               r"(?:fiz|reconhe[çc]o|autorizei)\b", r"\blink (?:estranho|suspeito|falso)\b"),
 }
 
 _LEGAL = {
@@ -110,20 +155,28 @@ _LEGAL = {
                r"\bsmall[- ]claims\b", r"\b(?:take|taking|see) (?:you|them|this|the matter) to court\b",
                r"\bcourt (?:order|case|action)\b", r"\bclass action\b",
                r"\b(?:report|complain\w*) (?:you )?to the (?:regulator|ombudsman|authorities|data protection authority)\b",
-               r"\bconsumer protection (?:agency|office|authority)\b"),
+               r"\bconsumer protection (?:agency|office|authority)\b",
+               r"\b(?:complaint|complain) (?:with|to) the (?:fcc|ftc|cfpb|bbb|better business bureau|ombudsman|regulator)\b"),
     "de": _any(r"\banw[äa]lt\w*", r"\brechtsanw[äa]lt\w*", r"\bklage\b", r"\bverklagen\b",
                r"\bverklage\b", r"\bgericht\w*", r"\brechtliche schritte\b", r"\bjuristische schritte\b",
-               r"\bverbraucherzentrale\b", r"\babmahnung\b"),
+               r"\bverbraucherzentrale\b", r"\babmahnung\b", r"\bbundesnetzagentur\b",
+               r"\bschlichtungsstelle\b"),
     "es": _any(r"\babogad[oa]s?\b", r"\bdemanda judicial\b",
                r"\b(?:presentar[ée]?|presentaremos|interponer|interpondr[ée]|pondr[ée]) (?:una )?demanda\b",
                r"\bdemandar(?:[ée]|emos|les|los)?\b", r"\bacciones? legal(?:es)?\b",
-               r"\bmedidas legales\b", r"\btribunal(?:es)?\b", r"\bdenuncia\w*"),
+               r"\bmedidas legales\b", r"\btribunal(?:es)?\b", r"\bdenuncia\w*",
+               r"\breclamaci[oó]n (?:en|ante) (?:la omic|consumo|la oficina del consumidor)\b",
+               r"\b(?:omic|facua|ocu|profeco|sernac)\b", r"\bno se (?:queda|va a quedar) as[íi]\b"),
     "fr": _any(r"\bavocats?\b", r"\bpoursuites? (?:judiciaires?|en justice)\b", r"\baction en justice\b",
                r"\bporter plainte\b", r"\bd[ée]poser (?:une )?plainte\b", r"\btribunal\b",
-               r"\bmise en demeure\b", r"\bmesures? l[ée]gales?\b"),
+               r"\bmise en demeure\b", r"\bmesures? l[ée]gales?\b", r"\bdgccrf\b",
+               r"\bservice juridique\b", r"\bune action en justice\b", r"\b60 millions de consommateurs\b",
+               r"\bassociation de consommateurs\b"),
     "pt": _any(r"\badvogad[oa]s?\b", r"\bprocesso judicial\b", r"\ba[çc][ãa]o judicial\b",
-               r"\bprocessar(?:ei|emos)?\b", r"\bmedidas (?:legais|judiciais)\b", r"\btribuna(?:l|is)\b",
-               r"\bprocon\b", r"\bjustiça\b"),
+               r"\b(?:vou|vamos|irei|iremos) processar\b", r"\bprocessar (?:voc[êe]s|a empresa)\b",
+               r"\bprocessarei\b", r"\bprocessaremos\b",
+               r"\bmedidas (?:legais|judiciais)\b", r"\btribuna(?:l|is)\b",
+               r"\bprocon\b", r"\bjusti[çc]a\b", r"\b(?:nosso|meu) jur[íi]dico\b", r"\ba[çc][ãa]o (?:judicial|legal|por)\b"),
 }
 # "sue" in lower case (or shouted), with what makes it a threat: never the name "Sue"
 _SUE = re.compile(r"\b(?:will|going to|gonna|shall|to|could|may|might|would|we'll|i'll|and) "
@@ -134,19 +187,32 @@ _ANGRY = {
                r"\bworst\b", r"\bdisgusting\b", r"\bfed up\b", r"\bpathetic\b",
                r"\bincompetent\b", r"\bscam\b", r"\bdisgrace\w*", r"\bfurious\b",
                r"\bsick and tired\b", r"\bshame on you\b", r"\bnever again\b", r"\bangry\b",
-               r"\bterrible service\b", r"\bhorrible\b", r"\babsolute(?:ly)? (?:joke|useless)\b"),
+               r"\bterrible service\b", r"\bhorrible\b", r"\babsolute(?:ly)? (?:joke|useless)\b",
+               r"\b(?:oh )?(?:great|wonderful|fantastic|brilliant|perfect), (?:another|yet another|again)\b",
+               r"\breally impressive work\b", r"\bwhat a joke\b", r"\byou(?:'re| are) a joke\b",
+               r"\b(?:absolute |complete |total )?garbage\b", r"\bunbelievable\b", r"\byou people are useless\b",
+               r"\bgreat job,? guys\b"),
     "de": _any(r"\bfrechheit\b", r"\binakzeptabel\b", r"\bunversch[äa]mt\w*", r"\bskandal\w*",
                r"\bunm[öo]glich\w*", r"\bsauer\b", r"\bw[üu]tend\b", r"\bzumutung\b",
-               r"\bl[äa]cherlich\b", r"\bentt[äa]uscht\b"),
+               r"\bl[äa]cherlich\b", r"\bstinksauer\b", r"\bsehr entt[äa]uscht\b", r"\bna (?:super|toll|klasse),",
+               r"\bdanke f[üu]r nix\b", r"\bweiter so\.", r"\bwirklich gro[ßs]artig wie\b",
+               r"\btoll, wie\b", r"\binkompetent\w*"),
     "es": _any(r"\binaceptable\b", r"\bvergonzos[oa]\b", r"\bindignad[oa]\b", r"\bfuriose?[oa]?\b",
-               r"\bharto\b", r"\bharta\b", r"\bestafa\b", r"\bp[ée]sim[oa]\b", r"\brid[íi]cul[oa]\b",
-               r"\bes una verg[üu]enza\b"),
+               r"\bharto\b", r"\bharta\b", r"\b(?:es|esto es|son) una estafa\b", r"\bestafadores\b", r"\bp[ée]sim[oa]\b", r"\brid[íi]cul[oa]\b",
+               r"\bes una verg[üu]enza\b", r"\bincompetentes?\b",
+               r"\bqu[ée] (?:maravilla|bien|genial), (?:otra vez|otro|otra)\b", r"\bse nota que les importan\b",
+               r"\bgenial, otra vez\b", r"\besto es una burla\b", r"\bque buen servicio, de verdad\b",
+               r"\bque verg[üu]enza\b"),
     "fr": _any(r"\binadmissible\b", r"\binacceptable\b", r"\bscandaleu(?:x|se)\b", r"\bhonteu(?:x|se)\b",
                r"\bfurieu(?:x|se)\b", r"\bras le bol\b", r"\bridicule\b", r"\barnaque\b",
-               r"\bc'est une honte\b", r"\bexasp[ée]r[ée]e?\b"),
+               r"\bc'est une honte\b", r"\bexasp[ée]r[ée]e?\b", r"\bincomp[ée]tents?\b",
+               r"\bbravo, (?:encore|une fois de plus)\b", r"\bvous vous moquez de moi\b",
+               r"\bquel professionnalisme\b"),
     "pt": _any(r"\binaceit[áa]vel\b", r"\babsurdo\b", r"\bvergonha\b", r"\bfurios[oa]\b",
-               r"\brid[íi]cul[oa]\b", r"\bp[ée]ssim[oa]\b", r"\bgolpe\b", r"\bcansad[oa] de\b",
-               r"\bindignad[oa]\b", r"\brevoltad[oa]\b"),
+               r"\brid[íi]cul[oa]\b", r"\bp[ée]ssim[oa]\b", r"\bcansad[oa] de\b",
+               r"\bindignad[oa]\b", r"\brevoltad[oa]\b", r"\buma piada\b", r"\bum golpe\b(?!\s*\?)", r"\bincompetentes?\b",
+               r"\bparab[ée]ns, mais (?:uma|um) vez\b", r"\bparab[ée]ns, mais uma\b", r"\bfart[oa] dis(?:to|so)\b",
+               r"\bservi[çc]o de primeira, h[ea]in\b"),
 }
 # milder negative words: together with shouting or "!!!" they make anger
 _NEGATIVE = {
@@ -171,20 +237,30 @@ _PERSON = {
                r"\breal (?:person|human)\b", r"\bhuman (?:agent|being|support)\b",
                r"\b(?:call|phone|ring) me(?: back)?\b", r"\b(?:a|your) call ?back\b",
                r"\bescalate\b", r"\b(?:not|no) (?:a )?(?:bot|robot|chatbot|automated (?:reply|answer))\b",
-               r"\bgive me a call\b"),
+               r"\bgive me a call\b", r"\b(?:actual|live) (?:human|person|agent)\b",
+               r"\bsomeone (?:to )?(?:call|phone|ring)(?:ed|s)? me\b", r"\b(?:can|could) (?:a|your) (?:supervisor|manager)\b",
+               r"\b(?:your|a) (?:supervisor|manager|boss)\b", r"\bput me through to\b"),
     "de": _any(r"\bmit einem (?:menschen|mitarbeiter|vorgesetzten|verantwortlichen)\b",
                r"\bpers[öo]nlich sprechen\b", r"\bvorgesetzt\w*", r"\br[üu]ckruf\b",
-               r"\brufen sie mich\b", r"\bechte[nrm]? (?:mensch|person)\w*", r"\bkein(?:en)? bot\b"),
+               r"\brufen sie (?:mich|uns)\b", r"\bechte[nrm]? (?:mensch|person)\w*", r"\bkein(?:en)? bot\b",
+               r"\bzur[üu]ckrufen\b", r"\beinen menschen\b", r"\bam telefon\b", r"\bruft (?:mich|uns) an\b",
+               r"\b(?:ihren|ihrem|einen|einem|euren|eurem) (?:chef|vorgesetzten)\b",
+               r"\btelefonisch kontaktieren\b"),
     "es": _any(r"\bhablar con (?:una persona|un agente|un humano|alguien|un supervisor|un responsable|"
                r"un encargado|el encargado|el responsable|un ser humano)\b",
-               r"\bll[áa]menme\b", r"\bme (?:llamen|llame)\b", r"\bpersona real\b", r"\bllamada\b"),
+               r"\bll[áa]menme\b", r"\bme (?:llamen|llame)\b", r"\bpersona real\b", r"\bllamada\b",
+               r"\bp[áa]s(?:en|e)me con\b", r"\bpasar con una persona\b", r"\bpersona de verdad\b", r"\b(?:el|un|su) (?:encargado|supervisor|jefe|responsable)\b"),
     "fr": _any(r"\bparler (?:[àa]|avec) (?:une personne|un humain|quelqu'un|un conseiller|un responsable|"
                r"un (?:vrai )?interlocuteur|un superviseur)\b",
                r"\brappelez[- ]moi\b", r"\b[êe]tre rappel[ée]e?\b", r"\bme rappeler\b",
-               r"\bpersonne r[ée]elle\b", r"\bappelez[- ]moi\b"),
+               r"\bpersonne r[ée]elle\b", r"\bappelez[- ]moi\b", r"\bqu'(?:on|un \w+|une \w+|quelqu'un) m'appelle\b",  # not "je m'appelle"
+               r"\bm'appeler\b",
+               r"\bau t[ée]l[ée]phone\b", r"\b(?:votre|un) (?:sup[ée]rieur|responsable|manager)\b"),
     "pt": _any(r"\bfalar com (?:uma pessoa|um atendente|um humano|algu[ée]m|um supervisor|o gerente|"
                r"um gerente|um respons[áa]vel)\b", r"\bme liguem?\b", r"\bpessoa real\b",
-               r"\bliga[çc][ãa]o\b", r"\bretorno por telefone\b"),
+               r"\b(?:uma|por) liga[çc][ãa]o\b(?! (?:ao|de|do|com o) (?:servidor|rede|internet))",
+               r"\bretorno por telefone\b", r"\b(?:o )?vosso (?:gerente|supervisor|respons[áa]vel)\b", r"\b(?:podem|pode|possam) me ligar\b",
+               r"\bpor telefone\b", r"\bme ligar\b", r"\b(?:o|um|seu) (?:gerente|supervisor|respons[áa]vel)\b"),
 }
 
 
@@ -243,14 +319,33 @@ def _tables(language: str) -> list[str]:
     return [language] if language == "en" else [language, "en"]
 
 
+# "I'm not reachable tomorrow", "ich bin tagsüber nicht erreichbar": the customer is
+# unavailable, not the service
+_AVAILABILITY = re.compile(r"unreachable|unavailable|not (?:reachable|available)|erreichbar|"
+                           r"indisponi|no disponible|inaccessible|inacess", _I)
+_FIRST_PERSON_BE = re.compile(r"\b(?:i am|i'm|i will be|i'll be|ich bin|bin ich|wir sind|je suis|"
+                              r"je serai|estoy|estar[ée]|estou|estarei)\b", _I)
+
+
+def _about_the_customer(text: str, match: re.Match[str]) -> bool:
+    if not _AVAILABILITY.search(match.group(0)):
+        return False
+    before = text[max(0, match.start() - 60):match.start()]
+    breaks = list(_CLAUSE_BREAK.finditer(before))
+    return bool(_FIRST_PERSON_BE.search(before[breaks[-1].end():] if breaks else before))
+
+
 def _first(patterns: dict[str, re.Pattern[str]], text: str, languages: list[str], *,
-           negatable: bool = True) -> str:
+           negatable: bool = True,
+           exclude: Callable[[str, re.Match[str]], bool] | None = None) -> str:
     """The first match (as evidence) of the patterns of ``languages`` that is not
-    negated (``negatable``), or ""."""
+    negated (``negatable``) nor excluded (``exclude(text, match)``), or ""."""
     for lang in languages:
         pattern = patterns.get(lang)
         for match in pattern.finditer(text) if pattern is not None else ():
             if negatable and _negated(text, match.start(), languages):
+                continue
+            if exclude is not None and exclude(text, match):
                 continue
             return " ".join(match.group(0).lower().split())
     return ""
@@ -267,7 +362,7 @@ def _anger(text: str, languages: list[str]) -> str:
     if word:
         return word
     loud = _shouting(text)
-    exclaimed = text.count("!") >= 3 or "!!" in text
+    exclaimed = text.count("!") >= 3
     if (loud or exclaimed) and _first(_NEGATIVE, text, languages, negatable=False):
         return "shouting" if loud else "exclamation marks"
     return ""
@@ -286,15 +381,18 @@ def ticket_signals(text: str, language: str = "en") -> list[Signal]:
     """
     languages = _tables(language)
     found = []
-    for name, patterns in (("outage", _OUTAGE), ("security", _SECURITY)):
-        evidence = _first(patterns, text, languages)
-        if evidence:
-            found.append(Signal(name, evidence))
+    outage = _first(_OUTAGE, text, languages, exclude=_about_the_customer)
+    if outage:
+        found.append(Signal("outage", outage))
+    security = _first(_SECURITY, text, languages)
+    if security:
+        found.append(Signal("security", security))
     # "I don't want to involve our lawyer, but ..." is still a threat: never cancelled
     legal = _first(_LEGAL, text, languages, negatable=False)
     if not legal:
         sue = _SUE.search(text)
-        legal = sue.group(0).lower() if sue else ""
+        legal = (sue.group(0).lower() if sue and not _negated(text, sue.start(), languages)
+                 else "")
     if legal:
         found.append(Signal("legal", legal))
     anger = _anger(text, languages)
