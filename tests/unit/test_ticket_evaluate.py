@@ -67,3 +67,22 @@ def test_a_model_that_cannot_tell_the_labels_apart_is_scored_as_such():
 def test_too_few_rows_to_hold_out_is_an_error():
     with pytest.raises(InputError, match="too few"):
         evaluate([Example("a", "x"), Example("b", "y")])
+
+
+def test_a_target_out_of_reach_comes_with_the_highest_one_within_reach():
+    # labels told apart, plus a fifth of the rows labelled at random: 90 % is out of
+    # reach, a lower precision is not, and the evaluation says which
+    import random
+
+    rng = random.Random(0)
+    rows = known(60)
+    noisy = [Example(e.text, rng.choice(sorted(WORDS)) if i % 5 == 0 else e.category)
+             for i, e in enumerate(rows)]
+    result = evaluate(noisy, target_precision=0.97, baselines=False)
+    assert not result.calibration.reachable
+    assert result.suggested is not None and result.suggested.reachable
+    assert result.suggested.target_precision < 0.97
+    text = format_evaluation(result)
+    assert f"--target-precision {result.suggested.target_precision:g} is within reach" in text
+    reachable = evaluate(known(), baselines=False)
+    assert reachable.calibration.reachable and reachable.suggested is None

@@ -352,6 +352,12 @@ def _threshold_lines(report: JobReport, job: TicketJob, bundled: bool) -> list[s
                      f"precision on the {calibration.held_out} held-out examples (they were "
                      f"classified right {calibration.accuracy:.0%} of the time): every ticket "
                      "went to a human for low confidence")
+        lower = job.model.reachable_target() if not bundled else None
+        if lower is not None:
+            lines.append(f"--target-precision {lower.target_precision:g} would let about "
+                         f"{lower.coverage:.0%} of tickets through unflagged ({lower.precision:.0%} "
+                         "of those right on the held-out examples); more labelled examples "
+                         "raise both")
     if bundled:
         lines.append("note: the bundled model is a 52-ticket demo set for trying the job, not "
                      "for real traffic: train on your own labelled tickets with --examples FILE "

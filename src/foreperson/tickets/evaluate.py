@@ -55,6 +55,8 @@ class Evaluation:
         unflagged_precision: share of those classified right (0..1; 0 when none).
         baselines: name -> ``(accuracy, macro_f1)`` on the same split.
         training_s: seconds the model took to train.
+        suggested: when the target is out of reach, the calibration of the highest
+            lower target that is not (None otherwise).
     """
 
     train: int
@@ -68,6 +70,7 @@ class Evaluation:
     unflagged_precision: float
     baselines: dict[str, tuple[float, float]] = field(default_factory=dict)
     training_s: float = 0.0
+    suggested: Calibration | None = None
 
 
 def _same_text(text: str) -> str:
@@ -197,7 +200,9 @@ def evaluate(examples: Sequence[Example], *, holdout: float = 0.5, seed: int = 0
         variant=model.categories.variant, per_label=per_label,
         calibration=model.calibration, unflagged=len(above),
         unflagged_precision=sum(above) / len(above) if above else 0.0,
-        baselines=_baselines(train, test) if baselines else {}, training_s=training_s)
+        baselines=_baselines(train, test) if baselines else {}, training_s=training_s,
+        suggested=(model.reachable_target()
+                   if not model.calibration.reachable and min_confidence is None else None))
 
 
 def format_evaluation(result: Evaluation, *, source: str = "") -> str:
@@ -225,6 +230,11 @@ def format_evaluation(result: Evaluation, *, source: str = "") -> str:
     else:
         lines.append(f"no confidence threshold reaches {cal.target_precision:.0%} precision "
                      "on the training rows: every ticket would go to a human")
+        if result.suggested is not None:
+            lines.append(f"--target-precision {result.suggested.target_precision:g} is within "
+                         f"reach: its threshold passes {result.suggested.coverage:.0%} of the "
+                         "training rows' cross-validated predictions "
+                         f"({result.suggested.precision:.0%} of them right)")
     share = result.unflagged / result.test
     lines.append(f"held-out rows left unflagged: {result.unflagged} of {result.test} "
                  f"({share:.0%}), classified right: {result.unflagged_precision:.3f}")

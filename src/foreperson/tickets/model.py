@@ -455,6 +455,17 @@ class TicketModel:
         return Calibration(target_precision, round(chosen[0], 4), len(pairs), chosen[1],
                            chosen[2], accuracy)
 
+    def reachable_target(self, targets: Sequence[float] = (0.85, 0.8, 0.75, 0.7)
+                         ) -> Calibration | None:
+        """The calibration for the highest of ``targets`` (precisions, 0..1) that some
+        threshold reaches on the held-out examples, or None: what to suggest when the
+        target asked for is out of reach."""
+        for target in sorted(targets, reverse=True):
+            calibration = self.calibrate(target)
+            if calibration.reachable:
+                return calibration
+        return None
+
     # -- use -----------------------------------------------------------------------
     @property
     def labels(self) -> list[str]:
