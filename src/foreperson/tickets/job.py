@@ -568,14 +568,17 @@ def check_earlier_run(tickets: TicketFile, store: TaskStore, out: str | Path, *,
         InputError / ConfigurationError: as :func:`run_job` would, or ``out`` is being
             written by another job.
     """
+    if not Path(out).exists():             # nothing written yet (and nothing created)
+        _check_earlier_run(tickets, store, set(), str(out), fingerprint, settings)
+        return
     outbox = Outbox(out)
     try:
-        _check_earlier_run(tickets, store, outbox, fingerprint, settings)
+        _check_earlier_run(tickets, store, outbox.sent, str(outbox.path), fingerprint, settings)
     finally:
         outbox.close()
 
 
-def _check_earlier_run(tickets: TicketFile, store: TaskStore, outbox: Outbox,
+def _check_earlier_run(tickets: TicketFile, store: TaskStore, sent: set[str], out: str,
                        fingerprint: str, settings: dict[str, Any]) -> None:
     """Refuse to mix this input with an earlier run's different tickets, model or
     settings.
@@ -610,15 +613,15 @@ def _check_earlier_run(tickets: TicketFile, store: TaskStore, outbox: Outbox,
             f"the task database already holds {len(strangers)} ticket(s) that are not in "
             f"{where} (e.g. {strangers[0]}): it belongs to another input; give this input "
             "its own --db and --out (or --schema with --dsn)")
-    others = sorted(outbox.sent - ours)
+    others = sorted(sent - ours)
     if others:
         raise ConfigurationError(
-            f"{outbox.path} already holds results of {len(others)} ticket(s) that are not "
+            f"{out} already holds results of {len(others)} ticket(s) that are not "
             f"in {where} (e.g. {others[0]}): choose another --out for this input")
-    unknown = [i for i in outbox.sent & ours if i not in stored]
+    unknown = [i for i in sent & ours if i not in stored]
     if unknown:
         raise ConfigurationError(
-            f"{outbox.path} already holds results for {len(unknown)} of these tickets "
+            f"{out} already holds results for {len(unknown)} of these tickets "
             f"(e.g. {sorted(unknown)[0]}) that the task database does not know: use another "
             "--out, or the --db of the run that wrote it")
 
@@ -777,7 +780,8 @@ async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, wor
         host = socket.gethostname()
         orphans = (store.reclaim_stale(holder_prefix=f"{JOB_WORKER}{host}:")
                    if lock is not None else [])
-        _check_earlier_run(tickets, store, outbox, job.fingerprint, job.settings)
+        _check_earlier_run(tickets, store, outbox.sent, str(outbox.path), job.fingerprint,
+                           job.settings)
         run_id = job.run_id(tickets)
         app = job.app()
         sup = Supervisor(store, stale_after=stale_after, kinds=app.kinds)
