@@ -143,9 +143,27 @@ def test_an_answer_quoting_another_customers_details_is_flagged():
     ("Nous vous rappellerons.", "contact"),
     ("Entraremos em contato em breve.", "contact"),
     ("We are aware of an outage affecting all customers.", "an outage"),
+    ("Our team will get back to you with a solution.", "contact"),
+    ("We'll reach out via email or phone.", "contact"),
+    ("Ein Mitarbeiter wird sich in Kürze mit Ihnen in Verbindung setzen.", "contact"),
+    ("Wir werden Sie bald kontaktieren.", "contact"),
+    ("The issue will be fixed shortly.", "a time"),
+    ("Lo corregiremos de inmediato.", "a time"),
+    ("O técnico chega em breve.", "a time"),
+    ("The upgrade costs $29.99 for two years.", "money"),
+    ("Das Paket kostet 49,90 €.", "money"),
 ])
 def test_a_draft_that_promises_money_time_contact_or_an_outage_is_named(draft, kind):
     assert any(kind in reason for reason in draft_promises(draft))
+
+
+@pytest.mark.parametrize("draft", [
+    "Please change your password immediately and turn on two-step sign-in.",
+    "Update to version 2.5 and restart the app; error 0x80070005 should be gone.",
+    "Thank you for your patience. Please send us a screenshot of the error.",
+])
+def test_advice_and_version_numbers_are_not_promises(draft):
+    assert draft_promises(draft) == []
 
 
 def test_the_threshold_is_fitted_for_the_target_precision_on_held_out_examples():

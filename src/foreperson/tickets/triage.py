@@ -419,7 +419,9 @@ _PROMISES = {
         r"\bdevolver(?:emos|le)? (?:el|su) (?:dinero|importe)\b", r"\babon(?:o|aremos|ar) ", r"\bcompensaci[oó]n\b",
         r"\brembours\w*", r"\bun avoir\b", r"\bd[ée]dommag\w*", r"\bcr[ée]dit(?:[ée]|erons)\b",
         r"\bestorn\w*", r"\bdevolu[çc][ãa]o (?:do|de) (?:dinheiro|valor|pagamento)\b",
-        r"\bcompensa[çc][ãa]o\b"),
+        r"\bcompensa[çc][ãa]o\b",
+        # a quoted price is a commitment too
+        r"(?:[$€£]\s?\d[\d.,]*|\b\d[\d.,]*\s?(?:€|\$|£|eur|euros?|usd|dollars?|reais|r\$)(?!\w))"),
     "a time": _any(
         r"\bwithin (?:the next )?(?:\d+|one|two|three|four|five|a few|24|48|72)[- ](?:business |working )?"
         r"(?:hours?|days?|weeks?)\b", r"\bin the next \d+ (?:hours?|days?)\b",
@@ -433,18 +435,31 @@ _PROMISES = {
         r"\bsous \d+ (?:jours|heures)\b", r"\bdans les \d+ (?:jours|heures|prochain)", r"\baujourd'hui\b",
         r"\bdemain\b", r"\bjours? ouvr[ée]s\b", r"\bjours? ouvrables\b",
         r"\bem at[ée] \d+\b", r"\bhoje\b", r"\bamanh[ãa]\b", r"\bdias [úu]teis\b",
-        r"\bnas pr[óo]ximas \d+ horas\b"),
+        r"\bnas pr[óo]ximas \d+ horas\b",
+        # "soon" is a promise; "immediately" is as often advice ("change your password
+        # immediately") and counts only after "we"
+        r"\b(?:shortly|soon|as soon as possible|asap)\b",
+        r"\b(?:we|we'll|we will|our team)\b[^.!?]{0,40}\b(?:immediately|right away)\b",
+        r"\bin k[üu]rze\b", r"\bumgehend\b", r"\bschnellstm[öo]glich\b",
+        r"\ben breve\b", r"\bcuanto antes\b", r"\b\w+(?:emos|remos) de inmediato\b",
+        r"\bsous peu\b", r"\bdans les plus brefs d[ée]lais\b",
+        r"\bem breve\b", r"\bo quanto antes\b", r"\bbrevemente\b"),
     "contact": _any(
         r"\b(?:we|i|someone|somebody|they|he|she|a (?:technician|colleague|supervisor|specialist|manager|"
         r"member of our team|team member|representative)|our (?:team|technician|specialist|manager))"
-        r"(?: will|'ll| shall| is going to| are going to) (?:call|phone|ring|contact|visit|reach out to|get in touch with) you",
+        r"(?: will|'ll| shall| is going to| are going to)(?: \w+){0,3} (?:call|phone|ring|contact|visit|"
+        r"reach out|get back|follow up|get in touch|be in touch)\b",
+        r"\b(?:get|getting) back to you\b", r"\breach(?:ing)? out to you\b", r"\bfollow up with you\b",
         r"\bcall you(?: back)?\b", r"\bcall-?back\b", r"\bgive you a call\b",
         r"\b(?:will|'ll) be in touch\b", r"\btechnician will (?:visit|come)\b",
         r"\b(?:rufen|ruft) (?:sie|ihnen) (?:\w+ )?(?:an|zur[üu]ck)\b", r"\br[üu]ckruf\w*",
         r"\b(?:werden|wird) (?:sie|ihnen) (?:\w+ )?(?:kontaktieren|anrufen)\b", r"\bmelden (?:uns|sich) (?:\w+ )?bei ihnen\b",
         r"\bsetzen uns (?:\w+ )?mit ihnen in verbindung\b",
+        r"\b(?:wird|werden) sich (?:\w+ ){0,3}(?:mit ihnen in verbindung setzen|bei ihnen melden)\b",
+        r"\b(?:werden|wird) (?:wir )?sie (?:\w+ ){0,3}(?:kontaktieren|anrufen|zur[üu]ckrufen)\b",
         r"\b(?:le|te|lo|la) (?:llamaremos|llamar[áa]|contactaremos|contactar[áa])\b",
         r"\bnos pondremos en contacto\b", r"\bse pondr[áa] en contacto\b",
+        r"\ble (?:responderemos|escribiremos|informaremos)\b",
         r"\bvous rappell?er(?:ons|a|ai)?\b", r"\bvous (?:contacterons|contactera|appellerons|appellera)\b",
         r"\bprendr(?:ons|a) contact avec vous\b", r"\breviendr(?:ons|a) vers vous\b",
         r"\b(?:entraremos|entrar[áa]) em contato\b", r"\b(?:vamos|iremos|vai) (?:ligar|contatar|retornar)\b",
