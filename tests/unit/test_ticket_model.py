@@ -114,6 +114,11 @@ def test_a_far_nearest_example_needs_a_human():
     model = TicketModel(labelled())
     draft = model.draft("Do you sell gift cards for the holidays?", "Billing", "en")
     assert any(f.startswith("no similar answered example") for f in draft["flags"])
+    # the far answer (about invoice totals) is not offered: a reply that asks instead
+    answers = {e.answer for e in model.examples}
+    assert draft["draft_reply"] not in answers
+    assert detect_language(draft["draft_reply"])[0] == "en"
+    assert draft_promises(draft["draft_reply"]) == []
     none = model.draft("Ma facture est fausse", "Billing", "fr")      # no French examples
     assert detect_language(none["draft_reply"])[0] == "fr"
     assert any(f.startswith("no similar answered example") for f in none["flags"])

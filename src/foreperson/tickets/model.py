@@ -554,8 +554,12 @@ class TicketModel:
         flags = []
         similarity = float(scores[k])
         if similarity < self.min_similarity:
-            flags.append(f"no similar answered example (similarity {similarity:.3f} < "
-                         f"{self.min_similarity:.3f})")
+            # the nearest answer is about something else (another product, another
+            # problem): a reply that acknowledges and asks is a better start for a person
+            return {"draft_reply": template_reply("", language, text, label=category),
+                    "similarity": round(similarity, 4), "example": index, "language": language,
+                    "flags": [f"no similar answered example (similarity {similarity:.3f} < "
+                              f"{self.min_similarity:.3f})"]}
         foreign = foreign_identifiers(answer, text)
         if foreign:
             flags.append("draft quotes details not in the ticket (" + ", ".join(foreign[:3])
