@@ -44,6 +44,18 @@ def test_flags_override_the_columns(tmp_path):
         read_tickets(path, body_column="nope")
 
 
+def test_a_body_under_another_name_is_not_left_out_without_a_word(tmp_path):
+    path = write(tmp_path, "t.csv", "id,subject,message_text\n1,Refund,charged twice\n")
+    with pytest.raises(InputError, match="no body column .* --body-column"):
+        read_tickets(path)
+    (ticket,) = read_tickets(path, body_column="message_text").tickets
+    assert (ticket.subject, ticket.body) == ("Refund", "charged twice")
+    (alone,) = read_tickets(path, body_column="subject").tickets
+    assert (alone.subject, alone.body) == ("", "Refund")
+    only = write(tmp_path, "s.csv", "id,subject\n1,Refund please\n")   # nothing else
+    assert read_tickets(only).tickets[0].subject == "Refund please"
+
+
 def test_rows_without_text_are_reported_not_dropped(tmp_path):
     path = write(tmp_path, "t.csv", "id,subject,body\n1,,\n2,hello,\n")
     got = read_tickets(path)

@@ -302,6 +302,15 @@ def read_tickets(path: str | Path, *, id_column: str | None = None,
         raise InputError(
             f"no subject or body column: found {columns}; name one with --subject-column "
             "or --body-column", path=where)
+    if body_col is not None and body_col == subject_col:
+        subject_col = None                    # --body-column subject: the subjects alone
+    others = [c for c in columns if c not in (id_col, subject_col)]
+    if records and body_col is None and others:
+        # a body under another name (message_text, ...) would be left out without a word
+        raise InputError(
+            f"no body column (looked for {', '.join(BODY_NAMES)}); found {columns}: name it "
+            f"with --body-column, or pass --body-column {subject_col} to classify the "
+            "subjects alone", path=where)
     out = TicketFile([], columns={"id": id_col, "subject": subject_col, "body": body_col},
                      path=where)
     first_seen: dict[str, tuple[int, str, str]] = {}
