@@ -210,8 +210,11 @@ def test_a_changed_input_is_not_mixed_with_an_earlier_run(tmp_path):
     (tmp_path / "tickets.csv").write_text("subject,body\nRefund,charged twice\nCrash,app crashes\n")
     other = foreperson("tickets", "tickets.csv", "--examples", "labels.csv", "--no-progress",
                        cwd=tmp_path, check=False)
-    assert other.returncode == 2 and "other --examples or another --model" in other.stderr
-    assert "2 label(s) have fewer than 3 examples" in other.stderr
+    assert other.returncode == 2 and "processed with other --examples" in other.stderr
+    assert "fewer than 3 examples" not in other.stderr      # refused first, nothing else
+    fresh = foreperson("tickets", "tickets.csv", "--examples", "labels.csv", "--no-progress",
+                       "--db", "fresh.db", "--out", "fresh.jsonl", cwd=tmp_path)
+    assert "2 label(s) have fewer than 3 examples" in fresh.stderr
     _, out = default_names(tmp_path / "tickets.csv")
     assert len(read_results(tmp_path / out)) == 2     # nothing lost
     # refused before training, however long training would take
@@ -220,7 +223,7 @@ def test_a_changed_input_is_not_mixed_with_an_earlier_run(tmp_path):
                      for i in range(400))
     big = foreperson("tickets", "tickets.csv", "--examples", "labels.csv", "--no-progress",
                      cwd=tmp_path, check=False)
-    assert big.returncode == 2 and "other --examples or another --model" in big.stderr
+    assert big.returncode == 2 and "processed with other --examples" in big.stderr
     assert "training on" not in big.stderr
     changed = foreperson("tickets", "tickets.csv", "--target-precision", "0.8",
                          "--no-progress", cwd=tmp_path, check=False)
@@ -378,11 +381,27 @@ def test_evaluate_prints_scores_against_baselines(tmp_path):
     assert "Billing" in proc.stdout and "confidence threshold" in proc.stdout
     first = next(line for line in proc.stdout.splitlines() if line.startswith("foreperson "))
     assert first.split()[1:] == ["1.000", "1.000"]
+    assert ("to run the job with this model: foreperson tickets TICKETS.csv --examples "
+            "labelled.csv") in proc.stdout
     missing = foreperson("tickets", "--evaluate", cwd=tmp_path, check=False)
     assert missing.returncode == 2 and "--evaluate needs --examples" in missing.stderr
+    (tmp_path / "tickets.csv").write_text("body\nhello\n")
+    ignored = foreperson("tickets", "tickets.csv", "--evaluate", "--examples", "labelled.csv",
+                         cwd=tmp_path, check=False)
+    assert ignored.returncode == 2 and "does not read tickets.csv" in ignored.stderr
 
 
 def test_the_summary_says_the_bundled_model_is_a_demo(tmp_path):
     (tmp_path / "in.csv").write_text("id,body\n1,please refund\n")
     done = foreperson("tickets", "in.csv", "--workers", "2", "--no-progress", cwd=tmp_path)
     assert "demo set" in done.stdout and "--examples" in done.stdout
+
+
+def test_a_run_refused_before_any_work_leaves_no_task_database(tmp_path):
+    (tmp_path / "tickets.csv").write_text("subject,body\nRefund,charged twice\n")
+    (tmp_path / "notes.jsonl").write_text("my own notes, not results\n")
+    refused = foreperson("tickets", "tickets.csv", "--db", "t.db", "--out", "notes.jsonl",
+                         "--no-progress", cwd=tmp_path, check=False)
+    assert refused.returncode == 2 and "not a foreperson results file" in refused.stderr
+    assert not list(tmp_path.glob("t.db*"))
+    assert (tmp_path / "notes.jsonl").read_text() == "my own notes, not results\n"

@@ -66,6 +66,9 @@ def _check_options(*, input_file: Path | None, evaluate: bool, workers: int, db:
                                         "tickets to evaluate on)"),
         (evaluate and model is not None, "--evaluate evaluates the offline model: leave out "
                                          "--model"),
+        (evaluate and input_file is not None,
+         f"--evaluate scores --examples on its own held-out rows and does not read "
+         f"{input_file}: leave INPUT out (or --evaluate out to run the job)"),
         (not evaluate and input_file is None, "give the tickets file: foreperson tickets "
                                               "INPUT (or --evaluate --examples FILE)"),
         (examples is None and example_columns, "--examples-text-column / "
@@ -162,14 +165,19 @@ def tickets(
     if not ticket_file.tickets:
         raise ConfigurationError(f"{input_file}: no tickets with text to process")
     training = _training_set(examples, examples_text_column, examples_label_column)
+    fresh_db = db is not None and not dsn and not Path(db).exists()
     store = open_store(db, dsn, schema=schema)
     try:      # a re-run with other examples, model or settings: refused before training
         _check_earlier_run(ticket_file, store, out, training, model, target_precision,
                            min_confidence)
+        _warn_thin_labels(examples, training)
         job = _make_job(training, model, base_url, max_attempts, target_precision,
                         min_confidence)
     except BaseException:
         store.close()
+        if fresh_db:                 # refused before any work: leave no database behind
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{db}{suffix}").unlink(missing_ok=True)
         raise
     show = sys.stderr.isatty() if progress is None else progress
     total = len(ticket_file.tickets)
@@ -202,14 +210,18 @@ def _training_set(examples: Path | None, text_column: str | None,
 
     if examples is None:
         return bundled_examples()
-    training = load_examples(examples, text_column=text_column, label_column=label_column)
+    return load_examples(examples, text_column=text_column, label_column=label_column)
+
+
+def _warn_thin_labels(examples: Path | None, training: list[Example]) -> None:
+    if examples is None:
+        return
     per_label = Counter(e.category for e in training)
     thin = sorted(label for label, n in per_label.items() if n < 3)
     if thin:
         typer.echo(f"warning: {examples}: {len(thin)} label(s) have fewer than 3 examples "
                    f"({', '.join(thin[:5])}{' ...' if len(thin) > 5 else ''}); the "
                    "classifier will be unsure about them", err=True)
-    return training
 
 
 def _check_earlier_run(ticket_file: Any, store: Any, out: Path, training: list[Example],
@@ -283,6 +295,15 @@ def _evaluate(examples: Path, text_column: str | None, label_column: str | None,
     typer.echo(f"evaluating on {len(rows)} labelled rows of {examples} ...", err=True)
     result = evaluate(rows, target_precision=target_precision, min_confidence=min_confidence)
     typer.echo(format_evaluation(result, source=str(examples)))
+    options = [f"--examples {examples}"]
+    if label_column:
+        options.append(f"--examples-label-column {label_column}")
+    if text_column:
+        options.append(f"--examples-text-column {text_column}")
+    if result.suggested is not None:
+        options.append(f"--target-precision {result.suggested.target_precision:g}")
+    typer.echo(f"\nto run the job with this model: foreperson tickets TICKETS.csv "
+               f"{' '.join(options)}")
 
 
 def _run_with_display(ticket_file: TicketFile, store: TaskStore, out: Path, workers: int,
@@ -342,21 +363,22 @@ def _threshold_lines(report: JobReport, job: TicketJob, bundled: bool) -> list[s
         lines.append(f"confidence threshold {job.threshold(None):.2f} (fixed): "
                      f"{_share(low, done)} of the tickets were below it")
     elif calibration.reachable:
-        lines.append(f"confidence threshold {calibration.threshold:.2f}, fitted on "
-                     f"{calibration.held_out} held-out examples for "
+        lines.append(f"confidence threshold {calibration.threshold:.2f}, fitted on the "
+                     f"cross-validated predictions of {calibration.held_out} examples for "
                      f"{calibration.target_precision:.0%} precision of unflagged tickets: "
                      f"{_share(low, done)} of the tickets went to a human for it "
                      f"({report.low_confidence_only} for that reason alone)")
     else:
         lines.append(f"no confidence threshold reaches {calibration.target_precision:.0%} "
-                     f"precision on the {calibration.held_out} held-out examples (they were "
-                     f"classified right {calibration.accuracy:.0%} of the time): every ticket "
+                     f"precision on the cross-validated predictions of the "
+                     f"{calibration.held_out} examples (right {calibration.accuracy:.0%} of "
+                     "the time): every ticket "
                      "went to a human for low confidence")
         lower = job.model.reachable_target() if not bundled else None
         if lower is not None:
             lines.append(f"--target-precision {lower.target_precision:g} would let about "
                          f"{lower.coverage:.0%} of tickets through unflagged ({lower.precision:.0%} "
-                         "of those right on the held-out examples); more labelled examples "
+                         "of those right in cross-validation); more labelled examples "
                          "raise both")
     if bundled:
         lines.append("note: the bundled model is a 52-ticket demo set for trying the job, not "

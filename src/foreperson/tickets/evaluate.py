@@ -217,10 +217,12 @@ def format_evaluation(result: Evaluation, *, source: str = "") -> str:
     lines[0:2] = ["".join(lines[0:2])]
     for name, (accuracy, macro_f1) in result.baselines.items():
         lines.append(f"{'baseline: ' + name:{width}} {accuracy:9.3f} {macro_f1:9.3f}")
-    lines += ["", f"{'label':30} {'held out':>8} {'precision':>9} {'recall':>7} {'F1':>6}"]
+    label_width = min(60, max([5] + [len(s.label) for s in result.per_label]))
+    lines += ["", f"{'label':{label_width}} {'held out':>8} {'precision':>9} {'recall':>7} "
+                  f"{'F1':>6}"]
     for s in result.per_label:
-        lines.append(f"{s.label[:30]:30} {s.support:8d} {s.precision:9.3f} {s.recall:7.3f} "
-                     f"{s.f1:6.3f}")
+        lines.append(f"{s.label[:label_width]:{label_width}} {s.support:8d} {s.precision:9.3f} "
+                     f"{s.recall:7.3f} {s.f1:6.3f}")
     lines.append("")
     if cal.fixed:
         lines.append(f"confidence threshold {cal.threshold:.2f} (given with --min-confidence)")
@@ -236,6 +238,10 @@ def format_evaluation(result: Evaluation, *, source: str = "") -> str:
                          "training rows' cross-validated predictions "
                          f"({result.suggested.precision:.0%} of them right)")
     share = result.unflagged / result.test
+    right = f"{result.unflagged_precision:.3f}" if result.unflagged else "n/a"
     lines.append(f"held-out rows left unflagged: {result.unflagged} of {result.test} "
-                 f"({share:.0%}), classified right: {result.unflagged_precision:.3f}")
+                 f"({share:.0%}), classified right: {right}")
+    if result.unflagged:
+        lines.append(f"in the job, about {share:.0%} of tickets would go through without a "
+                     "human on confidence alone (triage and draft checks flag more)")
     return "\n".join(lines)

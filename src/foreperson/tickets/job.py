@@ -600,7 +600,9 @@ def _check_earlier_run(tickets: TicketFile, store: TaskStore, sent: set[str], ou
         if earlier.get("model", fingerprint) != fingerprint:
             raise ConfigurationError(
                 "the tickets in this task database were processed with other --examples "
-                "or another --model: use the same as that run, or another --db and --out")
+                "(another file, or other --examples-label-column / --examples-text-column) "
+                "or another --model: use the same as that run, or another --db and --out "
+                f"(or delete the task database and {out} to start again)")
         if (earlier.get("subject"), earlier.get("body")) != (ticket.subject, ticket.body):
             raise InputError(
                 f"ticket {ticket.id} is not the ticket with that id already processed in "
