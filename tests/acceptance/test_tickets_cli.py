@@ -300,8 +300,10 @@ def test_two_nightly_files_of_one_name_never_share_results(tmp_path):
     assert "20/20 tickets written" in first.stdout and "20/20 tickets written" in second.stdout
     again = foreperson("tickets", "day2/tickets.csv", "--workers", "2", "--no-progress",
                        cwd=tmp_path)
-    assert "20/20 tickets written" in again.stdout
-    assert "(20 of them by an earlier run on this task database)" in again.stdout
+    # finished: said at once, nothing retrained, nothing written
+    assert "nothing to do: all 20 tickets of day2/tickets.csv are already in" in again.stderr
+    assert "training" not in again.stderr
+    assert len(read_results(tmp_path / outs[1])) == 20
     # one --db for two inputs: refused, saying what to do
     mixed = foreperson("tickets", "day1/tickets.csv", "--db", default_names(
         tmp_path / "day2" / "tickets.csv")[0], "--out", "x.jsonl", "--no-progress",

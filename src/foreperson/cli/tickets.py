@@ -168,8 +168,13 @@ def tickets(
     fresh_db = db is not None and not dsn and not Path(db).exists()
     store = open_store(db, dsn, schema=schema)
     try:      # a re-run with other examples, model or settings: refused before training
-        _check_earlier_run(ticket_file, store, out, training, model, target_precision,
-                           min_confidence)
+        written = _check_earlier_run(ticket_file, store, out, training, model,
+                                     target_precision, min_confidence)
+        if len(written) == len(ticket_file.tickets):
+            typer.echo(f"nothing to do: all {len(written)} tickets of {input_file} are already "
+                       f"in {out} (an earlier run finished them)", err=True)
+            store.close()
+            return
         _warn_thin_labels(examples, training)
         job = _make_job(training, model, base_url, max_attempts, target_precision,
                         min_confidence)
@@ -226,12 +231,13 @@ def _warn_thin_labels(examples: Path | None, training: list[Example]) -> None:
 
 def _check_earlier_run(ticket_file: Any, store: Any, out: Path, training: list[Example],
                        model: str | None, target_precision: float,
-                       min_confidence: float | None) -> None:
+                       min_confidence: float | None) -> set[str]:
     from ..tickets.job import check_earlier_run, fingerprint_of, job_settings
 
     kind = "LlmTicketModel" if model is not None else "TicketModel"
-    check_earlier_run(ticket_file, store, out, fingerprint=fingerprint_of(kind, model, training),
-                      settings=job_settings(target_precision, min_confidence))
+    return check_earlier_run(ticket_file, store, out,
+                             fingerprint=fingerprint_of(kind, model, training),
+                             settings=job_settings(target_precision, min_confidence))
 
 
 def _make_job(training: list[Example], model: str | None, base_url: str | None,

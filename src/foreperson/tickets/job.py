@@ -559,10 +559,13 @@ def _reason_kind(reason: str) -> str:
 
 
 def check_earlier_run(tickets: TicketFile, store: TaskStore, out: str | Path, *,
-                      fingerprint: str, settings: dict[str, Any]) -> None:
+                      fingerprint: str, settings: dict[str, Any]) -> set[str]:
     """What :func:`run_job` checks first, done before the model is trained (a re-run
     with other examples or one setting changed is refused in well under a second):
     ``fingerprint`` from :func:`fingerprint_of`, ``settings`` from :func:`job_settings`.
+
+    Returns:
+        the ids of this input's tickets whose lines ``out`` already holds.
 
     Raises:
         InputError / ConfigurationError: as :func:`run_job` would, or ``out`` is being
@@ -570,10 +573,11 @@ def check_earlier_run(tickets: TicketFile, store: TaskStore, out: str | Path, *,
     """
     if not Path(out).exists():             # nothing written yet (and nothing created)
         _check_earlier_run(tickets, store, set(), str(out), fingerprint, settings)
-        return
+        return set()
     outbox = Outbox(out)
     try:
         _check_earlier_run(tickets, store, outbox.sent, str(outbox.path), fingerprint, settings)
+        return outbox.sent & {t.id for t in tickets.tickets}
     finally:
         outbox.close()
 
