@@ -43,6 +43,7 @@ def build_app() -> Any:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        rich_markup_mode="markdown",     # docstring paragraphs re-wrap to the terminal
     )
 
     @app.callback()
