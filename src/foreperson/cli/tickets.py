@@ -110,7 +110,7 @@ def _check_paths(db: str | None, out: Path) -> None:
 
 def tickets(
     input_file: Annotated[Optional[Path], typer.Argument(metavar="INPUT", help="Tickets: .csv, .json (a list) or .jsonl.")] = None,  # noqa: UP045
-    workers: Annotated[int, typer.Option("--workers", "-w", min=0, max=1024, help="Local workers; 0 = only supervise (with --dsn, remote `foreperson worker foreperson.tickets.job` processes do the work).")] = 8,
+    workers: Annotated[int, typer.Option("--workers", "-w", min=0, max=1024, help="Local workers for --model (its calls wait on the network); the offline model is CPU-bound and works in batches on one local worker whatever this says. 0 = only supervise (with --dsn, remote `foreperson worker foreperson.tickets.job` processes do the work).")] = 8,
     db: Annotated[Optional[str], typer.Option(help=DB_HELP + " Created when missing; re-run with the same --db to continue after a crash. Default: INPUT's name, a hash of its full path and .tasks.db, in the current folder.")] = None,  # noqa: UP045
     dsn: Annotated[Optional[str], typer.Option(help=DSN_HELP)] = None,  # noqa: UP045
     schema: Annotated[Optional[str], typer.Option(help="PostgreSQL schema for this job's tasks (default: $FOREPERSON_PG_SCHEMA or foreperson); one per input, like --db. Remote workers need the same FOREPERSON_PG_SCHEMA.")] = None,  # noqa: UP045
@@ -355,6 +355,11 @@ def _run_with_display(ticket_file: TicketFile, store: TaskStore, out: Path, work
         return anyio.run(go, live)
 
 
+def _seconds(s: float) -> str:
+    """A duration a person reads: ``0.35 s``, ``12.4 s``."""
+    return f"{s:.2f} s" if s < 1 else f"{s:.1f} s"
+
+
 def _share(n: int, total: int) -> str:
     return f"{n} ({n / total:.0%})" if total else str(n)
 
@@ -401,7 +406,7 @@ def _print_summary(report: JobReport, out: Path, job: TicketJob, *, bundled: boo
     earlier = (f" ({report.earlier} of them by an earlier run on this task database)"
                if report.earlier else "")
     console.print(f"{report.written}/{report.tickets} tickets written to {out} "
-                  f"in {report.elapsed_s:.1f} s{earlier}")
+                  f"in {_seconds(report.elapsed_s)}{earlier}")
     table = Table()
     table.add_column("category")
     table.add_column("tickets", justify="right")
