@@ -124,6 +124,35 @@ def test_a_far_nearest_example_needs_a_human():
     assert any(f.startswith("no similar answered example") for f in none["flags"])
 
 
+def test_a_copied_answer_greets_this_ticket_s_customer_never_the_example_s():
+    examples = [Example(f"Mein Drucker {i} druckt nicht mehr, bitte um Hilfe", "Technical",
+                        "Sehr geehrte Frau Maria Schmidt,\n\nbitte installieren Sie den "
+                        "Treiber neu.\n\nMit freundlichen Grüßen\nSupport", language="de")
+                for i in range(3)] + [
+        Example(f"Die Rechnung {i} ist falsch", "Billing", "Guten Tag,\n\nwir prüfen das.",
+                language="de") for i in range(3)]
+    model = TicketModel(examples)
+    named = model.draft("Mein Drucker druckt nicht mehr.\n\nViele Grüße\nHans Becker",
+                        "Technical", "de")
+    assert named["draft_reply"].startswith("Guten Tag Hans Becker,\n")
+    assert "Schmidt" not in named["draft_reply"]
+    anonymous = model.draft("Mein Drucker druckt nicht mehr, Hilfe", "Technical", "de")
+    assert anonymous["draft_reply"].startswith("Guten Tag,\n") and "Maria" not in anonymous[
+        "draft_reply"]
+    assert "bitte installieren Sie den Treiber neu." in anonymous["draft_reply"]
+
+
+def test_a_draft_with_placeholders_left_in_it_needs_a_human():
+    examples = [Example(f"The app {i} crashes on start", "Technical",
+                        "Hello <name>,\n\nplease call us at <tel_num>.", language="en")
+                for i in range(3)] + [
+        Example(f"Invoice {i} is wrong", "Billing", "Hello,\n\nwe are checking it.",
+                language="en") for i in range(3)]
+    draft = TicketModel(examples).draft("The app crashes on start", "Technical", "en")
+    assert "<name>" not in draft["draft_reply"]            # the greeting is ours
+    assert "draft has placeholders to fill in (<tel_num>)" in draft["flags"]
+
+
 def test_an_answer_quoting_another_customers_details_is_flagged():
     examples = labelled(6) + [Example(
         "Where is my order, the tracking has not moved", "Shipping",
@@ -157,6 +186,15 @@ def test_an_answer_quoting_another_customers_details_is_flagged():
     ("O técnico chega em breve.", "a time"),
     ("The upgrade costs $29.99 for two years.", "money"),
     ("Das Paket kostet 49,90 €.", "money"),
+    ("Wir werden uns bald bei Ihnen melden.", "contact"),
+    ("We will keep you updated.", "contact"),
+    ("We will send you further instructions via email.", "contact"),
+    ("Je vous tiendrai informé de l'avancement.", "contact"),
+    ("Wir halten Sie auf dem Laufenden.", "contact"),
+    ("Espere más instrucciones pronto.", "a time"),
+    ("Nous corrigerons cela dès que possible.", "a time"),
+    ("Unser Team ist sich des Zugangsproblems bewusst.", "an outage"),
+    ("We are aware of the login problems some customers see.", "an outage"),
 ])
 def test_a_draft_that_promises_money_time_contact_or_an_outage_is_named(draft, kind):
     assert any(kind in reason for reason in draft_promises(draft))
@@ -166,6 +204,7 @@ def test_a_draft_that_promises_money_time_contact_or_an_outage_is_named(draft, k
     "Please change your password immediately and turn on two-step sign-in.",
     "Update to version 2.5 and restart the app; error 0x80070005 should be gone.",
     "Thank you for your patience. Please send us a screenshot of the error.",
+    "Seu pedido está pronto para retirada na loja.",         # pt "pronto": ready
 ])
 def test_advice_and_version_numbers_are_not_promises(draft):
     assert draft_promises(draft) == []

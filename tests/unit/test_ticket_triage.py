@@ -68,11 +68,18 @@ def test_the_same_signal_in_other_words_is_found(text, language, signal):
     ("Quanto tempo leva para processar o reembolso?", "pt"),        # process, not sue
     ("Je m'appelle Claire, j'ai une question sur ma facture.", "fr"),  # my name is
     ("Esto es una estafa, no vuelvo a comprar.", "es"),   # anger at the shop, not fraud
+    ("Problemas con la llamada de Zoom: se corta el audio.", "es"),    # a video call
+    ("Coupures d'appel fréquentes pendant nos réunions Zoom.", "fr"),   # a call drops
     ("I'm not going to sue anyone, relax, where is my parcel?", "en"),
     ("Thanks, that worked! See you!", "en"),
 ])
 def test_everyday_words_close_to_a_signal_are_not_taken_for_it(text, language):
     assert names(text, language) - {"angry customer"} == set()
+
+
+def test_impossible_is_a_fact_not_anger_unless_it_is_a_verdict():
+    assert names("Der Treiberfehler macht eine Nutzung unmöglich.", "de") == set()
+    assert "angry customer" in names("Das ist unmöglich! Seit Wochen keine Antwort.", "de")
 
 
 @pytest.mark.parametrize(("text", "language"), [

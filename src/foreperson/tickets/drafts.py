@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["TEMPLATE_CATEGORIES", "foreign_identifiers", "references", "signature_name",
-           "template_reply"]
+__all__ = ["TEMPLATE_CATEGORIES", "foreign_identifiers", "personal_greeting", "placeholders",
+           "references", "signature_name", "template_reply"]
 
 # Per language: greeting with and without a name, the reference sentence, the closing,
 # and per category (acknowledge, what happens next, what we need).
@@ -26,7 +26,7 @@ _TEXT: dict[str, dict[str, object]] = {
         "refs": "We have noted the reference {refs} from your message.",
         "bye": "Kind regards,\nCustomer Support",
         "other": ("Thank you for your message.",
-                  "We have passed it to our {label} team, who will answer it here.",
+                  "We have passed it to the team that handles it, who will answer it here.",
                   "If there is anything else we should know, such as an account or order "
                   "number, please add it in your reply."),
         "account": ("Thank you for contacting us about your account.",
@@ -70,7 +70,7 @@ _TEXT: dict[str, dict[str, object]] = {
         "refs": "Wir haben die Angabe {refs} aus Ihrer Nachricht notiert.",
         "bye": "Mit freundlichen Grüßen\nIhr Kundenservice",
         "other": ("vielen Dank für Ihre Nachricht.",
-                  "Wir haben sie an unser Team {label} weitergegeben, das sie hier "
+                  "Wir haben sie an das zuständige Team weitergegeben, das sie hier "
                   "beantwortet.",
                   "Falls wir noch etwas wissen sollten, etwa eine Kunden- oder Bestellnummer, "
                   "ergänzen Sie es bitte in Ihrer Antwort."),
@@ -118,7 +118,7 @@ _TEXT: dict[str, dict[str, object]] = {
         "refs": "Hemos anotado la referencia {refs} de su mensaje.",
         "bye": "Atentamente,\nAtención al cliente",
         "other": ("Gracias por su mensaje.",
-                  "Lo hemos pasado a nuestro equipo de {label}, que le responderá aquí.",
+                  "Lo hemos pasado al equipo responsable, que le responderá aquí.",
                   "Si hay algo más que debamos saber, como un número de cliente o de pedido, "
                   "añádalo en su respuesta."),
         "account": ("Gracias por escribirnos sobre su cuenta.",
@@ -162,7 +162,7 @@ _TEXT: dict[str, dict[str, object]] = {
         "refs": "Nous avons noté la référence {refs} indiquée dans votre message.",
         "bye": "Cordialement,\nLe service client",
         "other": ("Merci pour votre message.",
-                  "Nous l'avons transmis à notre équipe {label}, qui vous répondra ici.",
+                  "Nous l'avons transmis à l'équipe concernée, qui vous répondra ici.",
                   "S'il y a autre chose à savoir, comme un numéro de client ou de commande, "
                   "ajoutez-le dans votre réponse."),
         "account": ("Merci de nous avoir écrit au sujet de votre compte.",
@@ -206,7 +206,7 @@ _TEXT: dict[str, dict[str, object]] = {
         "refs": "Anotamos a referência {refs} da sua mensagem.",
         "bye": "Atenciosamente,\nAtendimento ao cliente",
         "other": ("Obrigado pela sua mensagem.",
-                  "Nós a encaminhamos à nossa equipe de {label}, que vai respondê-la aqui.",
+                  "Nós a encaminhamos à equipe responsável, que vai respondê-la aqui.",
                   "Se houver mais alguma coisa que devamos saber, como um número de cliente "
                   "ou de pedido, acrescente-a na sua resposta."),
         "account": ("Obrigado por nos escrever sobre a sua conta.",
@@ -291,16 +291,16 @@ def signature_name(text: str) -> str:
     return ""
 
 
-def template_reply(category: str, language: str, text: str, *, label: str = "") -> str:
+def template_reply(category: str, language: str, text: str) -> str:
     """A reply for ``category`` in ``language`` that repeats only facts of ``text``.
 
     Args:
-        category: the predicted category; one of :data:`TEMPLATE_CATEGORIES`, else the
-            neutral reply naming ``label`` (default: the category).
+        category: the predicted category; one of :data:`TEMPLATE_CATEGORIES`, else a
+            neutral reply (it names no team: the category may be wrong, and a label
+            such as "Billing and Payments" is not in the customer's language).
         language: a code of :data:`~foreperson.tickets.language.LANGUAGES` (English when
             unknown).
         text: the ticket, for the customer's name and reference numbers.
-        label: how to name the team of an unknown category.
 
     Returns:
         the reply: greeting, acknowledgement, next step, what we need, closing.
@@ -311,13 +311,45 @@ def template_reply(category: str, language: str, text: str, *, label: str = "") 
     name = signature_name(text)
     named, plain = (str(part) for part in words["hello"])  # type: ignore[attr-defined]
     lines = [named.format(name=name) if name else plain, ""]
-    body = [ack, then.format(label=label or category)]
+    body = [ack, then]
     refs = references(text)
     if refs:
         body.append(str(words["refs"]).format(refs=", ".join(refs)))
     body.append(need)
     lines += [" ".join(body), "", str(words["bye"])]
     return "\n".join(lines)
+
+
+_GREETING = re.compile(
+    r"^\s*(?:dear|hello|hi|good (?:morning|afternoon|evening)|sehr geehrte[rs]?|liebe[rs]?|"
+    r"hallo|guten tag|estimad[oa](?:/a)?|hola|querid[oa]|bonjour|ch[eè]re?|caro|cara|"
+    r"prezad[oa](?:\(a\))?|ol[áa]|oi)\b(?P<rest>[^\n]*)", re.IGNORECASE)
+_GREETED = re.compile(   # who a greeting line greets: a placeholder or a capitalised name
+    r"^[\s,]*(?:(?i:mr|mrs|ms|dr|herr|frau|sr|sra|se[ñn]or|se[ñn]ora|mme|madame|monsieur|"
+    r"senhor|senhora)\.?\s+)?(?:<[a-z_]+>|[A-ZÀ-Ý][\w'’-]*(?:\s+[A-ZÀ-Ý][\w'’-]*){0,3})"
+    r"\s*[,:!.]?\s*$")
+_PLACEHOLDER = re.compile(r"<[a-z_]+>")
+
+
+def personal_greeting(answer: str, ticket: str, language: str) -> str:
+    """``answer`` (another customer's reply) with its greeting addressed to this ticket's
+    customer: "Dear Maria Schmidt," becomes "Hello Dana," (the name from the ticket's
+    sign-off) or the plain greeting of ``language`` when the ticket gives no name. An
+    answer that greets nobody by name is returned as it is."""
+    first, sep, rest = answer.partition("\n")
+    match = _GREETING.match(first)
+    if not match or not _GREETED.match(match.group("rest")):
+        return answer          # no greeting, or one that greets nobody by name
+    words = _TEXT.get(language, _TEXT["en"])
+    named, plain = (str(part) for part in words["hello"])  # type: ignore[attr-defined]
+    name = signature_name(ticket)
+    return (named.format(name=name) if name else plain) + sep + rest
+
+
+def placeholders(text: str) -> list[str]:
+    """Template placeholders left in a text (``<tel_num>``, ``<name>``), each once: a
+    reply that still has them cannot be sent as it is."""
+    return list(dict.fromkeys(_PLACEHOLDER.findall(text)))
 
 
 def foreign_identifiers(answer: str, ticket: str) -> list[str]:

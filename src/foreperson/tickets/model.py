@@ -33,7 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError, InputError, MissingDependency
-from .drafts import TEMPLATE_CATEGORIES, foreign_identifiers, template_reply
+from .drafts import (
+    TEMPLATE_CATEGORIES,
+    foreign_identifiers,
+    personal_greeting,
+    placeholders,
+    template_reply,
+)
 from .language import LANGUAGES, detect_language, detect_languages
 from .reader import find_column, read_records
 from .triage import draft_promises, ticket_signals
@@ -544,7 +550,7 @@ class TicketModel:
                 if self.examples[i].category == category
                 and self.example_languages[i] == language]
         if not pool:
-            reply = template_reply("", language, text, label=category)
+            reply = template_reply("", language, text)
             return {"draft_reply": reply, "similarity": 0.0, "example": -1,
                     "language": language, "flags": ["no similar answered example (none of "
                                                     f"this label in language {language})"]}
@@ -556,14 +562,18 @@ class TicketModel:
         if similarity < self.min_similarity:
             # the nearest answer is about something else (another product, another
             # problem): a reply that acknowledges and asks is a better start for a person
-            return {"draft_reply": template_reply("", language, text, label=category),
+            return {"draft_reply": template_reply("", language, text),
                     "similarity": round(similarity, 4), "example": index, "language": language,
                     "flags": [f"no similar answered example (similarity {similarity:.3f} < "
                               f"{self.min_similarity:.3f})"]}
+        answer = personal_greeting(answer, text, language)   # never another's name
         foreign = foreign_identifiers(answer, text)
         if foreign:
             flags.append("draft quotes details not in the ticket (" + ", ".join(foreign[:3])
                          + ")")
+        unfilled = placeholders(answer)
+        if unfilled:
+            flags.append("draft has placeholders to fill in (" + ", ".join(unfilled[:3]) + ")")
         flags += draft_promises(answer)
         return {"draft_reply": answer, "similarity": round(similarity, 4), "example": index,
                 "language": language, "flags": flags}

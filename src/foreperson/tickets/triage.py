@@ -72,7 +72,9 @@ _OUTAGE = {
                r"\bst[öo]rung (?:beim|bei der) (?:login|anmeldung)\b", r"\bst[öo]rung f[üu]r alle\b",
                r"\bserver (?:ist |sind )?down\b",
                r"\b(?:komplett|völlig|total) (?:down|offline)\b", r"\bnichts (?:lädt|geht) mehr\b",
-               r"\bkein (?:internet|netz|empfang)\b", r"\b(?:server|seite|webseite|app|portal|dienst|system|netz) "
+               r"\bkein (?:internet|netz|empfang)\b", r"\b(?:dienst|service)unterbrechung\w*",
+               r"\bnicht (?:mehr )?auf (?:den|die|das|unseren|unsere|unser) (?:server|system|plattform|portal|"
+               r"dienst|datenbank)\w* zugreifen\b", r"\b(?:server|seite|webseite|app|portal|dienst|system|netz) "
                r"(?:ist |sind )?(?:down|offline|tot)\b"),
     "es": _any(r"\bca[íi]d[oa]s?\b(?! de (?:precios?|ventas|la demanda))", r"\bse (?:ha )?ca[íi]do\b", r"\bfuera de servicio\b",
                r"\bservicio no disponible\b", r"\bsin (?:internet|conexi[oó]n|se[ñn]al|l[íi]nea)\b",
@@ -84,7 +86,10 @@ _OUTAGE = {
     "fr": _any(r"\bpannes? (?:g[ée]n[ée]rales?|de (?:service|serveur|r[ée]seau|syst[èe]me))\b",
                r"\b(?:serveurs?|site|service|plateforme|syst[èe]me|r[ée]seau) (?:est |sont )?en panne\b",
                r"\bhors service\b", r"\binterruptions? (?:de|du) service\b", r"\bindisponibles?\b",
-               r"\bne r[ée]pond plus\b", r"\bcoupures?\b", r"\binaccessibles?\b", r"\bhors ligne\b", r"\ben rade\b",
+               r"\bne r[ée]pond plus\b", r"\bcoupures? (?:(?:de|du|d') ?(?:courant|service|r[ée]seau|internet|connexion|"
+               r"[ée]lectricit[ée])|g[ée]n[ée]rales?)\b", r"\binaccessibles?\b", r"\bhors ligne\b", r"\ben rade\b",
+               r"\bpannes? (?:intermittentes?|fr[ée]quentes?|r[ée]p[ée]t[ée]es?)\b",
+               r"\binterruptions? (?:inattendues?|du serveur|de serveur|du r[ée]seau)\b",
                r"\binternet coup[ée]\b", r"\bne (?:marche|fonctionne) plus du tout\b", r"\bplus d'internet\b",
                r"\b(?:serveurs?|site|service|plateforme|syst[èe]me|r[ée]seau|appli\w*) (?:est |sont )?"
                r"(?:tomb[ée]e?s?|plant[ée]e?s?)\b"),
@@ -193,7 +198,7 @@ _ANGRY = {
                r"\b(?:absolute |complete |total )?garbage\b", r"\bunbelievable\b", r"\byou people are useless\b",
                r"\bgreat job,? guys\b"),
     "de": _any(r"\bfrechheit\b", r"\binakzeptabel\b", r"\bunversch[äa]mt\w*", r"\bskandal\w*",
-               r"\bunm[öo]glich\w*", r"\bsauer\b", r"\bw[üu]tend\b", r"\bzumutung\b",
+               r"\b(?:das|sie|ihr|es) (?:ist|sind|seid) (?:ja |doch |einfach |wirklich )?unm[öo]glich\b", r"\bsauer\b", r"\bw[üu]tend\b", r"\bzumutung\b",
                r"\bl[äa]cherlich\b", r"\bstinksauer\b", r"\bsehr entt[äa]uscht\b", r"\bna (?:super|toll|klasse),",
                r"\bdanke f[üu]r nix\b", r"\bweiter so\.", r"\bwirklich gro[ßs]artig wie\b",
                r"\btoll, wie\b", r"\binkompetent\w*"),
@@ -248,7 +253,8 @@ _PERSON = {
                r"\btelefonisch kontaktieren\b"),
     "es": _any(r"\bhablar con (?:una persona|un agente|un humano|alguien|un supervisor|un responsable|"
                r"un encargado|el encargado|el responsable|un ser humano)\b",
-               r"\bll[áa]menme\b", r"\bme (?:llamen|llame)\b", r"\bpersona real\b", r"\bllamada\b",
+               r"\bll[áa]menme\b", r"\bme (?:llamen|llame)\b", r"\bpersona real\b",
+               r"\b(?:una|por) llamada\b(?! de (?:zoom|teams|video|skype|meet))", r"\bllamada telef[óo]nica\b",
                r"\bp[áa]s(?:en|e)me con\b", r"\bpasar con una persona\b", r"\bpersona de verdad\b", r"\b(?:el|un|su) (?:encargado|supervisor|jefe|responsable)\b"),
     "fr": _any(r"\bparler (?:[àa]|avec) (?:une personne|un humain|quelqu'un|un conseiller|un responsable|"
                r"un (?:vrai )?interlocuteur|un superviseur)\b",
@@ -440,7 +446,9 @@ _PROMISES = {
         # immediately") and counts only after "we"
         r"\b(?:shortly|soon|as soon as possible|asap)\b",
         r"\b(?:we|we'll|we will|our team)\b[^.!?]{0,40}\b(?:immediately|right away)\b",
-        r"\bin k[üu]rze\b", r"\bumgehend\b", r"\bschnellstm[öo]glich\b",
+        r"\bin k[üu]rze\b", r"\bumgehend\b", r"\bschnellstm[öo]glich\b", r"\bbald\b",
+        r"\bso schnell wie m[öo]glich\b", r"(?<!est[áa] )(?<!estão )(?<!ficou )(?<!ficará )\bpronto\b",   # pt "pronto": ready r"\blo antes posible\b",
+        r"\bd[èe]s que possible\b", r"\bo mais r[áa]pido poss[íi]vel\b",
         r"\ben breve\b", r"\bcuanto antes\b", r"\b\w+(?:emos|remos) de inmediato\b",
         r"\bsous peu\b", r"\bdans les plus brefs d[ée]lais\b",
         r"\bem breve\b", r"\bo quanto antes\b", r"\bbrevemente\b"),
@@ -450,6 +458,14 @@ _PROMISES = {
         r"(?: will|'ll| shall| is going to| are going to)(?: \w+){0,3} (?:call|phone|ring|contact|visit|"
         r"reach out|get back|follow up|get in touch|be in touch)\b",
         r"\b(?:get|getting) back to you\b", r"\breach(?:ing)? out to you\b", r"\bfollow up with you\b",
+        r"\bkeep you (?:updated|informed|posted)\b", r"\b(?:we|i)(?:'ll| will) (?:notify|update|inform) you\b",
+        r"\b(?:we|i)(?:'ll| will) send you (?:further |more |the )?(?:instructions|details|an? (?:email|update))\b",
+        r"\bhalten (?:wir )?sie (?:\w+ ){0,3}auf dem laufenden\b", r"\bbenachrichtigen sie\b",
+        r"\b(?:werden|wird) (?:wir )?(?:sie|ihnen) (?:\w+ ){0,4}(?:informieren|benachrichtigen|schicken|senden)\b",
+        r"\b(?:wir )?(?:werden|wird) uns (?:\w+ ){0,3}bei ihnen melden\b",
+        r"\b(?:le|lo|la) mantendremos informad[oa]\b", r"\ble (?:avisaremos|notificaremos|enviaremos)\b",
+        r"\bvous tiendr(?:ai|ons|a) inform[ée]e?s?\b", r"\bvous (?:informerons|enverrons|pr[ée]viendrons)\b",
+        r"\bmanteremos (?:voc[êe]|o senhor|a senhora) informad[oa]\b", r"\b(?:vamos|iremos) (?:avis[áa]-lo|inform[áa]-lo|enviar)\b",
         r"\bcall you(?: back)?\b", r"\bcall-?back\b", r"\bgive you a call\b",
         r"\b(?:will|'ll) be in touch\b", r"\btechnician will (?:visit|come)\b",
         r"\b(?:rufen|ruft) (?:sie|ihnen) (?:\w+ )?(?:an|zur[üu]ck)\b", r"\br[üu]ckruf\w*",
@@ -467,7 +483,10 @@ _PROMISES = {
     "an outage": _any(
         r"\b(?:we are|we're) (?:aware of|experiencing|investigating) (?:an?|the) (?:outage|disruption|incident)\b",
         r"\bknown (?:outage|incident)\b", r"\b(?:an|the) outage\b", r"\bongoing (?:outage|incident|disruption)\b",
-        r"\bst[öo]rung bekannt\b", r"\bbekannte st[öo]rung\b", r"\bausfall\b",
+        r"\bst[öo]rung bekannt\b", r"\bbekannte st[öo]rung\b", r"\bausf[äa]ll\w*",
+        r"\b(?:we are|we're) aware of\b", r"\bsind uns (?:\w+ ){0,6}bewusst\b", r"\bist sich (?:\w+ ){0,6}bewusst\b",
+        r"\bdienstunterbrechung\w*", r"\bestamos al tanto de\b", r"\bsomos conscientes de\b",
+        r"\bnous sommes (?:au courant|conscients)\b", r"\bestamos cientes\b",
         r"\binterrupci[oó]n (?:conocida|general)\b", r"\bca[íi]da (?:general|del servicio)\b",
         r"\bpanne g[ée]n[ée]rale\b", r"\bincident en cours\b",
         r"\binterrup[çc][ãa]o (?:conhecida|geral)\b", r"\bfora do ar\b"),
