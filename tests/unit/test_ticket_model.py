@@ -140,6 +140,13 @@ def test_a_copied_answer_greets_this_ticket_s_customer_never_the_example_s():
     assert anonymous["draft_reply"].startswith("Guten Tag,\n") and "Maria" not in anonymous[
         "draft_reply"]
     assert "bitte installieren Sie den Treiber neu." in anonymous["draft_reply"]
+    # the example's customer named in the body of its answer: flagged as not this one's
+    quoted = TicketModel([Example(f"Mein Konto {i} ist gesperrt.\n\nViele Grüße\nMaria Schmidt",
+                                  "Account", "Guten Tag, wir haben das Konto von Maria Schmidt "
+                                  "entsperrt.", language="de") for i in range(3)] + examples)
+    draft = quoted.draft("Mein Konto ist gesperrt", "Account", "de")
+    assert any("Maria Schmidt" in f for f in draft["flags"]
+               if f.startswith("draft quotes details not in the ticket"))
 
 
 def test_a_draft_with_placeholders_left_in_it_needs_a_human():

@@ -391,6 +391,11 @@ def _threshold_lines(report: JobReport, job: TicketJob, bundled: bool) -> list[s
                          f"{lower.coverage:.0%} of tickets through unflagged ({lower.precision:.0%} "
                          "of those right in cross-validation); more labelled examples "
                          "raise both")
+    far = report.reasons.get("no similar answered example", 0)
+    if not bundled and done and far >= 0.3 * done and far == max(report.reasons.values()):
+        lines.append(f"{_share(far, done)} of the tickets had no similar answered example, the "
+                     "most common reason: answered tickets like them added to --examples let "
+                     "more drafts through")
     if bundled:
         lines.append("note: the bundled model is a 52-ticket demo set for trying the job, not "
                      "for real traffic: train on your own labelled tickets with --examples FILE "

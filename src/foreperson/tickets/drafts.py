@@ -320,14 +320,13 @@ def template_reply(category: str, language: str, text: str) -> str:
     return "\n".join(lines)
 
 
-_GREETING = re.compile(
-    r"^\s*(?:dear|hello|hi|good (?:morning|afternoon|evening)|sehr geehrte[rs]?|liebe[rs]?|"
-    r"hallo|guten tag|estimad[oa](?:/a)?|hola|querid[oa]|bonjour|ch[eè]re?|caro|cara|"
-    r"prezad[oa](?:\(a\))?|ol[áa]|oi)\b(?P<rest>[^\n]*)", re.IGNORECASE)
-_GREETED = re.compile(   # who a greeting line greets: a placeholder or a capitalised name
-    r"^[\s,]*(?:(?i:mr|mrs|ms|dr|herr|frau|sr|sra|se[ñn]or|se[ñn]ora|mme|madame|monsieur|"
-    r"senhor|senhora)\.?\s+)?(?:<[a-z_]+>|[A-ZÀ-Ý][\w'’-]*(?:\s+[A-ZÀ-Ý][\w'’-]*){0,3})"
-    r"\s*[,:!.]?\s*$")
+_GREETING = re.compile(   # a greeting, whom it greets (a placeholder or a name), its comma
+    r"^\s*(?i:dear|hello|hi|good (?:morning|afternoon|evening)|sehr geehrte[rs]?|liebe[rs]?|"
+    r"hallo|guten tag|estimad[oa]|hola|querid[oa]|bonjour|ch[eè]re?|caro|cara|prezad[oa]|"
+    r"ol[áa]|oi)\b(?:\(\w{1,2}\)|/\w{1,2})?[ ,]+"
+    r"(?:(?i:mr|mrs|ms|dr|herr|frau|sr|sra|se[ñn]or|se[ñn]ora|mme|madame|monsieur|senhor|"
+    r"senhora)\.?\s+)?(?:<[a-z_]+>|[A-ZÀ-Ý][\w'’-]*(?:[ \t]+[A-ZÀ-Ý][\w'’-]*){0,3})"
+    r"[ \t]*[,:!]")
 _PLACEHOLDER = re.compile(r"<[a-z_]+>")
 
 
@@ -336,14 +335,13 @@ def personal_greeting(answer: str, ticket: str, language: str) -> str:
     customer: "Dear Maria Schmidt," becomes "Hello Dana," (the name from the ticket's
     sign-off) or the plain greeting of ``language`` when the ticket gives no name. An
     answer that greets nobody by name is returned as it is."""
-    first, sep, rest = answer.partition("\n")
-    match = _GREETING.match(first)
-    if not match or not _GREETED.match(match.group("rest")):
+    match = _GREETING.match(answer)
+    if not match:
         return answer          # no greeting, or one that greets nobody by name
     words = _TEXT.get(language, _TEXT["en"])
     named, plain = (str(part) for part in words["hello"])  # type: ignore[attr-defined]
     name = signature_name(ticket)
-    return (named.format(name=name) if name else plain) + sep + rest
+    return (named.format(name=name) if name else plain) + answer[match.end():]
 
 
 def placeholders(text: str) -> list[str]:

@@ -38,6 +38,7 @@ from .drafts import (
     foreign_identifiers,
     personal_greeting,
     placeholders,
+    signature_name,
     template_reply,
 )
 from .language import LANGUAGES, detect_language, detect_languages
@@ -568,6 +569,9 @@ class TicketModel:
                               f"{self.min_similarity:.3f})"]}
         answer = personal_greeting(answer, text, language)   # never another's name
         foreign = foreign_identifiers(answer, text)
+        theirs = signature_name(self.examples[index].text)    # the example's customer
+        if theirs and theirs in answer and theirs not in text:
+            foreign.append(theirs)
         if foreign:
             flags.append("draft quotes details not in the ticket (" + ", ".join(foreign[:3])
                          + ")")
