@@ -323,7 +323,7 @@ def _run_with_display(ticket_file: TicketFile, store: TaskStore, out: Path, work
     def describe(p: JobProgress) -> str:
         first_written[:] = first_written or [p.written]    # done by an earlier run
         rate = (p.written - first_written[0]) / max(p.elapsed_s, 1e-9)
-        return (f"{p.written}/{total} tickets, {rate:.1f}/s"
+        return (f"{p.written}/{total} tickets" + (f", {rate:.1f}/s" if rate > 0 else "")
                 + (f", {p.dead} cannot be written (DEAD tasks)" if p.dead else ""))
 
     def notice(line: str) -> None:
