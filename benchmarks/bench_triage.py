@@ -10,8 +10,9 @@ something else in another language, names, enthusiastic shouting, negations).
 ``holdout_set_2.jsonl`` (125) were written by people who had not seen them, and measured
 before the rules were widened for the kinds of wording they missed (the closing notes of
 issue 12 give those first figures); ``holdout_set_3.jsonl`` (100) was written last and is
-kept as it was measured, untuned: the honest figure for wording nobody planned for. Prints, per file, one JSON line per signal and one
-with the targets (precision >= 0.9, recall >= 0.8).
+kept as it was measured, untuned: the honest figure for wording nobody planned for.
+Prints, per file, one JSON line per signal and one with the targets (precision >= 0.9,
+recall >= 0.8).
 """
 
 from __future__ import annotations
