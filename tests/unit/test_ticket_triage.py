@@ -143,6 +143,45 @@ def test_the_shipped_lines_meet_the_targets_for_every_signal(path):
         assert precision >= 0.9 and recall >= 0.8, (signal, precision, recall)
 
 
+@pytest.mark.parametrize("path", sorted(UNTUNED.glob("*.jsonl")), ids=lambda p: p.name)
+def test_the_sets_the_model_never_learned_from_meet_the_targets(path):
+    rows = _lines(path)
+    assert len(rows) >= 100 and {r["language"] for r in rows} == {"en", "de", "es", "fr", "pt"}
+    for signal, (precision, recall, count) in _scores(rows).items():
+        assert count >= 10, signal
+        assert precision >= 0.9 and recall >= 0.8, (signal, precision, recall)
+
+
+@pytest.mark.parametrize(("text", "language", "signal"), [
+    ("Bin Anwalt und brauche für meine Kanzlei eine Rechnung mit MwSt.", "de", "legal"),
+    ("Notre service juridique souhaiterait obtenir vos conditions générales.", "fr", "legal"),
+    ("Nous voudrions vendre des avocats et des mangues avec votre caisse.", "fr", "legal"),
+    ("How do I protect my account against SIM-swap fraud? Nothing happened yet.", "en",
+     "security"),
+    ("Will the payment API go down during the scheduled maintenance on Sunday?", "en",
+     "outage"),
+    ("We need the router reconfigured with minimal downtime.", "en", "outage"),
+    ("Meine Stromrechnung ist diesmal höher ausgefallen als sonst.", "de", "outage"),
+    ("Ein Rückruf ist nicht nötig, eine E-Mail genügt.", "de", "asks for a person"),
+    ("Comment reconnaître une arnaque quand un acheteur paie par virement ?", "fr",
+     "angry customer"),
+])
+def test_words_used_for_something_else_raise_nothing(text, language, signal):
+    assert signal not in names(text, language)
+
+
+@pytest.mark.parametrize(("text", "language", "signal"), [
+    ("If this is not fixed I will hand the matter to my lawyer.", "en", "legal"),
+    ("Ich schalte jetzt meinen Anwalt ein.", "de", "legal"),
+    ("Yo no he autorizado esta transferencia a un destinatario que desconozco.", "es",
+     "security"),
+    ("Toutes nos VM sont injoignables depuis 10 h.", "fr", "outage"),
+    ("Users cannot access the portal since the update this morning.", "en", "outage"),
+])
+def test_wordings_found_on_real_traffic_raise_their_signal(text, language, signal):
+    assert signal in names(text, language, learned=False)
+
+
 def test_the_learned_model_catches_wording_no_pattern_lists():
     text = "site's been throwing 502s for an hour, checkout completely broken, we lose sales"
     assert "outage" not in names("your website keeps giving 502s and nothing loads for us",

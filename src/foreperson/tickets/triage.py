@@ -84,7 +84,7 @@ _OUTAGE = {
                r"\binternet (?:has been |is |was )?(?:dead|out|down)\b", r"\bwhole (?:street|area|building|office) is out\b",
                rf"\b(?:can(?:no|')t|cannot|unable to) (?:reach|access|open|load) (?:your|the)(?: \w+)? "
                rf"{_DOWN_SUBJECTS}(?: \w+)? at all\b",
-               r"\bcompletely down\b", r"\b(?:wifi|wi-fi|broadband|line|connection) (?:has been |is |was )?(?:dead|out)\b",
+               r"\bcompletely down\b", r"\bwo(?:n'?t|uldn'?t) load at all\b", r"\b(?:wifi|wi-fi|broadband|line|connection) (?:has been |is |was )?(?:dead|out)\b",
                r"\b(?:throwing|returns?|returning|getting|gives?) (?:an? |us )?50[0234]s?\b",
                r"\bnone of (?:our|us|my)\b[^.!?]{0,60}\bcan (?:reach|access|connect|log ?in|get (?:in|on))\b",
                r"\b(?:users|employees|staff|customers|everyone|nobody|no one)\b[^.!?]{0,40}\b(?:can(?:no|')t|cannot|"
@@ -108,7 +108,8 @@ _OUTAGE = {
                r"\b(?:komplett|völlig|total) (?:down|offline)\b", r"\bnichts (?:lädt|geht) mehr\b",
                r"\bkein (?:internet|netz|empfang)\b", r"\bsystemabst[üu]rz\w*", r"\b(?:h[äa]ufige|st[äa]ndige|wiederholte) verbindungsabbr[üu]ch\w*", r"\b(?:instanz|server|datenbank|dienst|system|anwendung)\w*,? die nicht (?:mehr )?reagier",
                r"\b(?:benutzer|nutzer|mitarbeiter|kunden)\b[^.!?]{0,60}\bnicht (?:mehr )?(?:zugreifen|anmelden|einloggen)\b", r"\bgeht (?:gar|überhaupt|[üu]berhaupt) nichts(?: mehr)?\b",
-               r"\b(?:internet|wlan|wifi|netz|festnetz|telefon|router) geht (?:\w+ ){0,3}nicht(?: mehr)?\b", r"\b(?:dienst|service)unterbrechung\w*",
+               r"\b(?:internet|wlan|wifi|netz|festnetz|telefon|router|app|seite|webseite|portal|login) geht (?:\w+ ){0,3}(?:nicht|ned|net)(?: mehr)?\b",
+               r"\bfehler 50[0234]\b", r"\b(?:dienst|service)unterbrechung\w*",
                r"\bnicht (?:mehr )?auf (?:den|die|das|unseren|unsere|unser) (?:server|system|plattform|portal|"
                r"dienst|datenbank)\w* zugreifen\b", r"\b(?:server|seite|webseite|app|portal|dienst|system|netz) "
                r"(?:ist |sind )?(?:down|offline|tot)\b"),
@@ -128,7 +129,7 @@ _OUTAGE = {
                r"\b(?:site|appli\w*|serveurs?|service|r[ée]seau|internet|plateforme|syst[èe]me|box) (?:ne )?r[ée]pond plus\b",
                r"\bcoupures? (?:internet|r[ée]seau|t[ée]l[ée]phone)\b", r"\bpertes? de connectivit[ée]\b", r"\btemps d'arr[êe]t\b", r"\bd[ée]connexions (?:fr[ée]quentes|r[ée]p[ée]t[ée]es)\b",
                r"\b(?:utilisateurs|employ[ée]s|clients|coll[èe]gues)\b[^.!?]{0,40}\bne (?:peuvent|pouvons) (?:plus |pas )(?:acc[ée]der|se connecter)", r"\bcoupures? (?:(?:de|du|d') ?(?:courant|service|r[ée]seau|internet|connexion|"
-               r"[ée]lectricit[ée])|g[ée]n[ée]rales?)\b", r"\binaccessibles?\b", r"(?<!mode )\bhors ligne\b", r"\ben rade\b",
+               r"[ée]lectricit[ée])|g[ée]n[ée]rales?)\b", r"\binaccessibles?\b", r"\binjoignables?\b", r"(?<!mode )\bhors ligne\b", r"\ben rade\b",
                r"\bpannes? (?:intermittentes?|fr[ée]quentes?|r[ée]p[ée]t[ée]es?)\b",
                r"\binterruptions? (?:inattendues?|du serveur|de serveur|du r[ée]seau)\b",
                r"\binternet coup[ée]\b", r"\bne (?:marche|fonctionne) plus du tout\b", r"\bplus d'internet\b",
@@ -165,7 +166,7 @@ _SECURITY = {
                r"\b(?:device|profile|log ?in)s? (?:in|on) my account (?:that )?i (?:don'?t|do not) recogni[sz]e\b",
                r"\bnever (?:signed up|ordered|bought|authori[sz]ed)\b"),
     "de": _any(r"\bgehackt\b", r"\bhacker\w*", r"\bunbefugt\w*", r"\bdatenleck\w*",
-               r"\bdatenpanne\w*", r"\bsicherheitsl[üu]cke\w*", r"\bphishing\w*", r"\bbetrug\w*",
+               r"\bdatenpanne\w*", r"\bsicherheitsl[üu]cke\w*", r"\bphishing\w*", r"\bbetrug(?!spr[äa]vention|sbek[äa]mpfung|sschutz|serkennung)\w*",
                r"\bbetr[üu]ger\w*", r"\bkompromittiert\b", r"\bverd[äa]chtige (?:anmeld\w*|zugriff\w*|aktivit\w*)",
                r"\bschadsoftware\b", r"\bmalware\b", r"\bidentit[äa]tsdiebstahl\b", r"\bgestohlen\b",
                r"\bgeleakt\b", r"\bleak\b", r"\bjemand hat sich\b.{0,60}\b(?:eingeloggt|angemeldet)\b",
@@ -207,7 +208,7 @@ _SECURITY = {
                r"\broubo de (?:identidade|dados|conta)\b", r"\bfalha de seguran[çc]a\b",
                r"\binvadi(?:ram|u)\b", r"\bclonad[oa]s?\b", r"\bclonaram\b", r"\b[ée] (?:um )?golpe\s*\?",
                r"\balgu[ée]m (?:entrou|acessou|invadiu|t[áa] usando|est[áa] usando) (?:n[oa]|[oa]) (?:minha|meu) (?:conta|perfil)\b",
-               r"\bn[ãa]o (?:sou|fui) eu\b", r"\bvazaram\b",
+               r"\bn[ãa]o (?:sou|fui) eu\b", r"\bn[ãa]o autorizei\b", r"\bvazaram\b",
                r"\broubaram (?:minha|meu|meus|minhas)\b", r"\bacesso estranho\b", r"\bgolpista\w*",
                r"\broubad[oa]s?\b", r"\bcavalo de tr[óo]ia\b",
                r"\b(?:compras?|cobran[çc]as?|pagamentos?|d[ée]bitos?|transfer[êe]ncias?|pix) (?:\S+ ){0,8}que (?:eu )?n[ãa]o "
@@ -220,6 +221,7 @@ _LEGAL = {
                r"\bcourt (?:order|case|action)\b", r"\bclass action\b",
                r"\b(?:report|complain\w*) (?:you )?to the (?:regulator|ombudsman|authorities|data protection authority)\b",
                r"\bconsumer protection (?:agency|office|authority)\b",
+               r"\breport\w* (?:it|this|you|the matter) to (?:the )?(?:ico|ofcom|ofgem|fca|cma|ftc|fcc|trading standards|ombudsman|regulator)\b",
                r"\b(?:complaint|complain) (?:with|to) the (?:fcc|ftc|cfpb|bbb|better business bureau|ombudsman|regulator)\b"),
     "de": _any(r"\bklage\b", r"\bverklagen\b",
                r"\bverklage\b", r"\b(?:vor|zum|ans|zu|das) gericht\b", r"\bgerichtlich\w*",
@@ -231,7 +233,7 @@ _LEGAL = {
                r"\bdemandar(?:[ée]|emos|les|los)?\b", r"\bacciones? legal(?:es)?\b",
                r"\bmedidas legales\b", r"\btribunal(?:es)?\b", r"\bdenunci[oa]\w*",
                r"\breclamaci[oó]n (?:en|ante) (?:la omic|consumo|la oficina del consumidor)\b",
-               r"\b(?:omic|facua|ocu|profeco|sernac)\b", r"\bno se (?:queda|va a quedar) as[íi]\b"),
+               r"\b(?:omic|facua|ocu|profeco|sernac)\b", r"\barbitraje de consumo\b", r"\bhoja de reclamaciones\b", r"\bno se (?:queda|va a quedar) as[íi]\b"),
     "fr": _any(r"\bpoursuites? (?:judiciaires?|en justice)\b", r"\baction en justice\b",
                r"\bporter plainte\b", r"\bd[ée]poser (?:une )?plainte\b", r"\btribunal\b",
                r"\bmise en demeure\b", r"\bmesures? l[ée]gales?\b", r"\bdgccrf\b",
@@ -271,7 +273,10 @@ _SUE = re.compile(r"\b(?:will|going to|gonna|shall|to|could|may|might|would|we'l
 _ANGRY = {
     "en": _any(r"\bunacceptable\b", r"\bridiculous\b", r"\bfurious\b", r"\boutrageous\b",
                r"\bworst\b", r"\bdisgusting\b", r"\bfed up\b", r"\bpathetic\b",
-               r"\bincompetent\b", r"\bscam\b", r"\bdisgrace\w*", r"\bfurious\b",
+               r"\bincompetent\b", r"\bdisgrace\w*",
+               # "scam" aimed at the company; a scam by someone else is a security matter
+               r"\b(?:this|you|your company|that|it) (?:is|are|'re|'s) (?:a |such a |an absolute |a total |a complete )?scam\b(?!\s*\?)",
+               r"\bscammers\b", r"\bwhat a scam\b", r"\bthanks for nothing\b", r"\b(?:complete|total|absolute) lie\b", r"\bfurious\b",
                r"\bsick and tired\b", r"\bshame on you\b", r"\bnever again\b", r"\bangry\b",
                r"\bterrible service\b", r"\bhorrible\b", r"\b(?:absolute(?:ly)?|total|complete) (?:joke|useless)\b",
                r"\b(?:oh )?(?:great|wonderful|fantastic|brilliant|perfect), (?:another|yet another|again)\b",
@@ -290,9 +295,11 @@ _ANGRY = {
                r"\bqu[ée] (?:maravilla|bien|genial), (?:otra vez|otro|otra)\b", r"\bse nota que les importan\b",
                r"\bgenial, otra vez\b", r"\besto es una burla\b", r"\bque buen servicio, de verdad\b",
                r"\bque verg[üu]enza\b", r"\bhasta las narices\b", r"\bsinverg[üu]enzas?\b",
-               r"\btomadura de pelo\b", r"\bintolerable\b", r"\bindignante\b", r"\bde chiste\b", r"\bvaya tela\b"),
+               r"\btomadura de pelo\b", r"\bintolerable\b", r"\b(?:son|sois|es) un desastre\b", r"\bpodrid[oa]s?\b", r"\bindignante\b", r"\bde chiste\b", r"\bvaya tela\b"),
     "fr": _any(r"\binadmissible\b", r"\binacceptable\b", r"\bscandaleu(?:x|se)\b", r"\bhonteu(?:x|se)\b",
-               r"\bfurieu(?:x|se)\b", r"\bras le bol\b", r"\bridicule\b", r"\barnaque\b",
+               r"\bfurieu(?:x|se)\b", r"\bras le bol\b", r"\bridicule\b",
+               r"\b(?:c'est|quelle|vous [êe]tes|une vraie) (?:une |de l')?arnaque\b(?!\s*\?)", r"\barnaqueurs?\b",
+               r"\bde la marde\b", r"\btabarnak\b", r"\bincomp[ée]tence\b",
                r"\bc'est une honte\b", r"\bexasp[ée]r[ée]e?\b", r"\bincomp[ée]tents?\b",
                r"\bbravo, (?:encore|une fois de plus)\b", r"\bvous vous moquez de moi\b",
                r"\bquel professionnalisme\b", r"\bfoutez de (?:ma gueule|moi)\b", r"\bj'en ai marre\b",
@@ -302,7 +309,7 @@ _ANGRY = {
                r"\bindignad[oa]\b", r"\brevoltad[oa]\b", r"\buma piada\b", r"\bum golpe\b(?!\s*\?)", r"\bincompetentes?\b",
                r"\bparab[ée]ns, mais (?:uma|um) vez\b", r"\bparab[ée]ns, mais uma\b", r"\bfart[oa] dis(?:to|so)\b",
                r"\bservi[çc]o de primeira, h[ea]in\b", r"\bsacanagem\b", r"\b(?:um|uns|s[ãa]o um) lixo\b",
-               r"\bn[ãa]o aguento mais\b", r"\bpicaretas?\b", r"\b[ée] (?:uma )?brincadeira\b", r"\bpalha[çc]ada\b"),
+               r"\bn[ãa]o aguento mais\b", r"\bsaco cheio\b", r"\b(?:um|s[ãa]o um) insulto\b", r"\bpicaretas?\b", r"\b[ée] (?:uma )?brincadeira\b", r"\bpalha[çc]ada\b"),
 }
 # milder negative words: together with shouting or "!!!" they make anger
 _NEGATIVE = {
@@ -328,14 +335,15 @@ _PERSON = {
                r"\b(?:call|phone|ring) me(?: back)?\b", r"\b(?:a|your) call ?back\b",
                r"\bescalate\b", r"\b(?:not|no) (?:a )?(?:bot|robot|chatbot|automated (?:reply|answer))\b",
                r"\bgive me a call\b", r"\b(?:actual|live) (?:human|person|agent)\b",
-               r"\bsomeone (?:to )?(?:call|phone|ring)(?:ed|s)? me\b", r"\b(?:can|could) (?:a|your) (?:supervisor|manager)\b",
+               r"\bsomeone (?:to )?(?:call|phone|ring)(?:ed|s)? me\b",
+               r"\b(?:somebody|someone|anyone|you) (?:could|can|would|to) (?:please )?(?:telephone|phone|call|ring) (?:me|her|him|us)\b", r"\b(?:can|could) (?:a|your) (?:supervisor|manager)\b",
                r"\b(?:your|a) (?:supervisor|manager|boss)\b", r"\bput me through to\b"),
     "de": _any(r"\bmit einem (?:menschen|mitarbeiter|vorgesetzten|verantwortlichen)\b",
                r"\bpers[öo]nlich sprechen\b", r"\bvorgesetzt\w*", r"\br[üu]ckruf\b",
                r"\brufen sie (?:mich|uns)\b", r"\bechte[nrm]? (?:mensch|person)\w*", r"\bkein(?:en)? bot\b",
                r"\bzur[üu]ckrufen\b", r"\beinen menschen\b", r"\b(?:lieber|gerne?|kurz|pers[öo]nlich) am telefon\b", r"\bam telefon (?:sprechen|besprechen|kl[äa]ren|erkl[äa]ren)\b", r"\bruft (?:mich|uns) an\b",
                r"\b(?:ihren|ihrem|einen|einem|euren|eurem) (?:chef|vorgesetzten)\b",
-               r"\btelefonisch kontaktieren\b", r"\btelefontermin\w*",
+               r"\btelefonisch kontaktieren\b", r"\b(?:mich|uns) (?:\w+ ){0,3}anrufen\b", r"\btelefontermin\w*",
                r"\b(?:meeting|termin|gespr[äa]ch|telefonat|r[üu]ckruf)\w* (?:\w+ ){0,5}vereinbaren\b",
                r"\bmit (?:eurem|ihrem|dem|einem) (?:chef|vorgesetzten|verantwortlichen|ansprechpartner)\b"),
     "es": _any(r"\bhablar con (?:una persona|un agente|un humano|alguien|un supervisor|un responsable|"
@@ -344,7 +352,7 @@ _PERSON = {
                r"\b(?:una|por) llamada\b(?! de (?:zoom|teams|video|skype|meet))", r"\bllamada telef[óo]nica\b",
                r"\bp[áa]s(?:en|e)me con\b", r"\bpasar con una persona\b", r"\bpersona de verdad\b", r"\b(?:el|un|su) (?:encargado|supervisor|jefe|responsable)\b",
                r"\b(?:concertar|agendar|programar|tener) una (?:reuni[óo]n|llamada|videollamada|cita telef[óo]nica)\b",
-               r"\b(?:quiero|quisiera|necesito|me gustar[íi]a|puedo) hablar (?:directamente |personalmente )?con\b"),
+               r"\bcontacto conmigo por tel[ée]fono\b", r"\b(?:quiero|quisiera|necesito|me gustar[íi]a|puedo) hablar (?:directamente |personalmente )?con\b"),
     "fr": _any(r"\bparler (?:[àa]|avec) (?:une personne|un humain|quelqu'un|un conseiller|un responsable|"
                r"un (?:vrai )?interlocuteur|un superviseur)\b",
                r"\brappelez[- ]moi\b", r"\b[êe]tre rappel[ée]e?\b", r"\bme rappeler\b",
@@ -425,12 +433,19 @@ _FIRST_PERSON_BE = re.compile(r"\b(?:i am|i'm|i will be|i'll be|ich bin|bin ich|
 
 
 # "to minimise downtime", "sans temps d'arrêt", "geplante Ausfallzeit": not happening now
-_AVOIDED = re.compile(r"\b(?:minimi[sz]\w*|avoid\w*|reduc\w*|prevent\w*|without|planned|scheduled|"
+_AVOIDED = re.compile(r"\b(?:minimi[sz]\w*|minimal|minimum|avoid\w*|reduc\w*|prevent\w*|without|planned|scheduled|"
                       r"evitar|reducir|sin|programad\w*|[ée]viter|r[ée]duire|sans|planifi[ée]e?s?|"
                       r"minimiser|minimizar|reduzir|sem|vermeid\w*|minimier\w*|reduzier\w*|ohne|"
                       r"geplante?n?)\W+(?:(?:the|any|el|la|los|le|les|des|de|du|o|a|os|as|die|der|den|"
                       r"unnecessary|possible|posibles?|possibles?|poss[íi]veis|m[öo]gliche)\W+)*$", _I)
 
+# "the price of the premium tier went down": a price, not a service
+_PRICES = re.compile(r"\b(?:price|prices|cost|costs|rate|rates|fee|fees|bill|premium|tariff|"
+                     r"subscription|stock|shares)\b", _I)
+# "l'appli plante quand j'ouvre l'onglet": a crash on one action is a bug, not an outage
+_WHEN = re.compile(r"\W*(?:quand|lorsque|d[èe]s que|si|[àa] chaque fois|when(?:ever)?|every time|"
+                   r"cuando|wenn|sobald|quando|sempre que)\b", _I)
+_CRASH = re.compile(r"plant|crash|trav|abst[üu]rz|cuelg|bloque", _I)
 _MINIMAL = re.compile(r"\W*(?:m[íi]nim[oa]l?e?s?|minimal\w*|reduced|reducid[oa]|r[ée]duite?)\b", _I)
 
 # "Ein Rückruf ist nicht nötig", "a call is not necessary": declined after the words
@@ -444,6 +459,16 @@ _PLANNED = re.compile(r"\b(?:planned|scheduled|announced) maintenance|maintenanc
                       r"mantenimiento (?:programado|previsto|planificado)|maintenance (?:programm[ée]e|pr[ée]vue|"
                       r"planifi[ée]e)|op[ée]ration de maintenance|manuten[çc][ãa]o (?:programada|prevista|agendada)", _I)
 
+# "protect against SIM-swap fraud", "wie erkenne ich Phishing": a topic, not an incident
+_GUARDING = re.compile(r"\b(?:against|prevent\w*|protect\w*|avoid\w*|recogni[sz]e|spot(?:ting)?|contra|"
+                       r"prevenir|prevenci[oó]n|proteger|evitar|reconocer|contre|pr[ée]venir|"
+                       r"prot[ée]ger|[ée]viter|reconna[îi]tre|gegen|vorbeug\w*|sch[üu]tzen|erkennen|"
+                       r"preven[çc][ãa]o|reconhecer)\W+(?:\S+\W+){0,2}$", _I)
+
+
+def _guarding(text: str, start: int, words: str) -> bool:
+    return bool(_GUARDING.search(text[max(0, start - 40):start]))
+
 
 def _not_needed(text: str, start: int, words: str) -> bool:
     return bool(_NOT_NEEDED.match(text, start + len(words)))
@@ -453,7 +478,13 @@ def _not_an_outage(text: str, start: int, words: str) -> bool:
     """Outage words that are about the customer's own availability ("I'm not reachable
     tomorrow") or about downtime to avoid or planned ("to minimise downtime")."""
     if (_AVOIDED.search(text[max(0, start - 40):start])
-            or _MINIMAL.match(text, start + len(words)) or _PLANNED.search(text)):
+            or _MINIMAL.match(text, start + len(words)) or _PLANNED.search(text)
+            or (_CRASH.search(words) and _WHEN.match(text, start + len(words)))):
+        return True
+    clause = text[max(0, start - 60):start]
+    breaks = list(_CLAUSE_BREAK.finditer(clause))
+    if re.search(r"\bdown\b", words, _I) and _PRICES.search(
+            clause[breaks[-1].end():] if breaks else clause):
         return True
     if not _AVAILABILITY.search(words):
         return False
@@ -667,26 +698,29 @@ class SignalModel:
         return {signal: 1 / (1 + math.exp(-float(score)))
                 for signal, score in zip(SIGNALS, scores, strict=True)}
 
-    def evidence(self, text: str, signal: str) -> tuple[int, str] | None:
-        """The sentence of ``text`` that carries ``signal`` on its own, as ``(offset,
-        words)`` (words clipped to 80 characters), or None when no sentence alone reaches
-        probability 0.5 (the signal came from words spread over the whole ticket)."""
-        sentences = [(m.start(), m.group(0)) for m in _SENTENCES.finditer(text)]
+    def evidence(self, text: str, signal: str) -> tuple[int, int, str] | None:
+        """The sentence of ``text`` that carries ``signal`` on its own, as ``(start, end,
+        words)`` (offsets in ``text``; words clipped to 80 characters), or None when no
+        sentence alone reaches probability 0.5 (the signal came from words spread over
+        the whole ticket)."""
+        sentences = list(_SENTENCES.finditer(text))
         if not sentences:
             return None
         column = SIGNALS.index(signal)
-        scores = self._scores([words for _, words in sentences])[:, column]
+        scores = self._scores([m.group(0) for m in sentences])[:, column]
         best = int(scores.argmax())
         if scores[best] < 0:
             return None
-        start, words = sentences[best]
-        words = " ".join(words.split())
-        return start, words if len(words) <= 80 else words[:79].rsplit(" ", 1)[0] + "…"
+        sentence = sentences[best]
+        words = " ".join(sentence.group(0).split())
+        return (sentence.start(), sentence.end(),
+                words if len(words) <= 80 else words[:79].rsplit(" ", 1)[0] + "…")
 
     def signals(self, text: str, language: str, missing: Iterable[str]) -> list[Signal]:
         """The signals among ``missing`` this model raises for ``text``: probability at
-        least :data:`LEARNED_AT` and its weightiest word not negated (nor, for an outage,
-        about the customer's own availability)."""
+        least :data:`LEARNED_AT`, and a sentence that carries it (:meth:`evidence`) in
+        which the patterns do not see that signal negated or ruled out ("no need to call
+        me back", "to minimise downtime", a line of contact details)."""
         languages = _tables(language)
         wanted = set(missing)
         found = []
@@ -694,15 +728,36 @@ class SignalModel:
             if signal not in wanted or probability < LEARNED_AT:
                 continue
             where = self.evidence(text, signal)
-            if where is None or _negated(text, where[0], languages):
+            if where is None or _ruled_out(text, signal, *where, languages):
                 continue
-            if signal == "outage" and _not_an_outage(text, where[0], where[1]):
-                continue
-            if signal == "asks for a person" and (_CONTACT_DETAILS.search(where[1])
-                                                  or _NOT_NEEDED.search(where[1])):
-                continue
-            found.append(Signal(signal, f"learned: {where[1]}"))
+            found.append(Signal(signal, f"learned: {where[2]}"))
         return found
+
+
+def _ruled_out(text: str, signal: str, start: int, end: int, words: str,
+               languages: list[str]) -> bool:
+    """Whether the sentence ``text[start:end]`` that carries ``signal`` for the learned
+    model opens negated, or holds that signal's pattern negated or excluded."""
+    if _negated(text, start, languages):
+        return True
+    if signal == "asks for a person" and (_CONTACT_DETAILS.search(words)
+                                          or _NOT_NEEDED.search(words)):
+        return True
+    patterns, exclude = _PATTERNS[signal]
+    for lang in languages:
+        pattern = patterns.get(lang)
+        for match in pattern.finditer(text, start, end) if pattern is not None else ():
+            if _negated(text, match.start(), languages) or (
+                    exclude is not None and exclude(text, match.start(), match.group(0))):
+                return True
+    return signal == "outage" and _not_an_outage(text, start, words)
+
+
+_PATTERNS: dict[str, tuple[dict[str, re.Pattern[str]],
+                           Callable[[str, int, str], bool] | None]] = {
+    "outage": (_OUTAGE, _not_an_outage), "security": (_SECURITY, _guarding),
+    "legal": (_LEGAL, None), "angry customer": (_ANGRY, None),
+    "asks for a person": (_PERSON, _not_needed)}
 
 
 def ticket_signals(text: str, language: str = "en", *, learned: bool = True) -> list[Signal]:
@@ -735,7 +790,7 @@ def _pattern_signals(text: str, language: str) -> list[Signal]:
     outage = _first(_OUTAGE, text, languages, exclude=_not_an_outage)
     if outage:
         found.append(Signal("outage", outage))
-    security = _first(_SECURITY, text, languages)
+    security = _first(_SECURITY, text, languages, exclude=_guarding)
     if security:
         found.append(Signal("security", security))
     # "I don't want to involve our lawyer, but ..." is still a threat: never cancelled
