@@ -134,17 +134,12 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
-@pytest.mark.parametrize("path", sorted(SHIPPED.glob("*.jsonl")), ids=lambda p: p.name)
-def test_the_shipped_lines_meet_the_targets_for_every_signal(path):
-    rows = _lines(path)
-    assert len(rows) >= 120 and {r["language"] for r in rows} == {"en", "de", "es", "fr", "pt"}
-    for signal, (precision, recall, count) in _scores(rows).items():
-        assert count >= 15, signal
-        assert precision >= 0.9 and recall >= 0.8, (signal, precision, recall)
-
-
-@pytest.mark.parametrize("path", sorted(UNTUNED.glob("*.jsonl")), ids=lambda p: p.name)
-def test_the_sets_the_model_never_learned_from_meet_the_targets(path):
+@pytest.mark.parametrize("path", [*sorted(SHIPPED.glob("*.jsonl")),
+                                  *sorted(UNTUNED.glob("*.jsonl"))],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_labelled_set_meets_the_targets_for_every_signal(path):
+    """The shipped lines (the model learned from them) and the sets kept apart (it never
+    did: ``tests/fixtures/triage``)."""
     rows = _lines(path)
     assert len(rows) >= 100 and {r["language"] for r in rows} == {"en", "de", "es", "fr", "pt"}
     for signal, (precision, recall, count) in _scores(rows).items():
