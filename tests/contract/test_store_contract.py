@@ -88,6 +88,24 @@ def test_dependencies_gate_readiness(make_store):
     assert [t.id for t in store.ready({"k"}, 10)] == ["second"]
 
 
+def test_a_brief_ready_list_is_the_ready_list_in_the_same_order(make_store):
+    from foreperson.work.store import ListsReadyBriefly
+
+    store = make_store()
+    if not isinstance(store, ListsReadyBriefly):
+        assert type(store).__name__ != "SqliteStore"     # SQLite must offer it
+        return
+    store.add([Task("k", id="a", estimate_s=2.0), Task("k", id="b", depends_on=["a"]),
+               Task("other", id="c"), Task("k", id="d", locks=["row:1"]),
+               Task("k", id="e", locks=["row:1"])])
+    held = store.claim("w1", {"k"}, 1)                 # takes a; b waits for it
+    assert [t.id for t in held] == ["a"]
+    want = [(t.id, t.kind, t.estimate_s) for t in store.ready({"k", "other"}, 10)]
+    assert store.ready_brief({"k", "other"}, 10) == want and want
+    assert store.ready_brief({"k", "other"}, 1) == want[:1]
+    assert store.ready_brief(set(), 10) == []
+
+
 def test_a_claim_hands_a_task_out_once_and_start_counts_the_attempt(make_store):
     store = make_store()
     store.add([Task("k", id="t")])

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .store import TaskStore
+from .store import ListsReadyBriefly, ReadyTask, TaskStore
 from .strategies import WorkerSlot, pick_worker
 from .task import Task
 from .worker import Worker
@@ -96,7 +96,7 @@ class Dispatcher:
             return set().union(*(w.can_do for w in self.workers.values()))
 
     # -- estimates -------------------------------------------------------------
-    def estimate_s(self, task: Task, store: TaskStore) -> float:
+    def estimate_s(self, task: Task | ReadyTask, store: TaskStore) -> float:
         """Expected seconds for ``task``: its ``estimate_s``, else the mean learned for
         its kind (read from the store once, then updated as attempts finish), else
         :data:`DEFAULT_ESTIMATE_S`."""
@@ -289,9 +289,11 @@ class Dispatcher:
         kinds = set().union(*(s.can_do for s in free))
         room = min(sum(s.capacity - s.active for s in free),
                    max(self._batch_of(s) for s in free))
-        ready = store.ready(kinds, room * 2)     # look ahead: longest first
+        ready: Sequence[Task | ReadyTask] = (   # look ahead: longest first
+            store.ready_brief(kinds, room * 2) if isinstance(store, ListsReadyBriefly)
+            else store.ready(kinds, room * 2))
         if self.strategy == "balanced":
-            ready.sort(key=lambda t: self.estimate_s(t, store), reverse=True)
+            ready = sorted(ready, key=lambda t: self.estimate_s(t, store), reverse=True)
         idle = {s.name: self._idle_consumers(s) if start else 0 for s in free}
         now: list[tuple[str, str]] = []
         later: list[tuple[str, str]] = []
@@ -300,7 +302,7 @@ class Dispatcher:
             idle[name] = idle.get(name, 0) - 1
         return store.assign(now + later, start=len(now), lease_s=self.lease_s)
 
-    def _pick(self, store: TaskStore, ready: Iterable[Task],
+    def _pick(self, store: TaskStore, ready: Iterable[Task | ReadyTask],
               room: int) -> list[tuple[str, str, float]]:
         """Choose a worker per task; the load is counted only while choosing."""
         pairs: list[tuple[str, str, float]] = []

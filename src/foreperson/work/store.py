@@ -18,13 +18,14 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ..errors import InvalidPlan
 from .task import Status, Task
 
-__all__ = ["BacksOffResources", "CompletesAndClaims", "ReportsWork", "StoreStats",
-           "TaskStore", "TracksWorkers", "WakesOnWork", "WorkerRecord", "WorkerTotals",
+__all__ = ["BacksOffResources", "CompletesAndClaims", "ListsReadyBriefly", "ReadyTask",
+           "ReportsWork", "StoreStats", "TaskStore", "TracksWorkers", "WakesOnWork",
+           "WorkerRecord", "WorkerTotals",
            "conflicting_readd", "same_task", "validate_new_tasks"]
 
 
@@ -272,6 +273,27 @@ class CompletesAndClaims(Protocol):
                            kinds: Collection[str], limit: int, *, start: int = 0,
                            lease_s: float = 90.0) -> tuple[set[str], list[Task]]:
         """Returns ``(ids whose result was stored, tasks claimed)``."""
+        ...
+
+
+class ReadyTask(NamedTuple):
+    """What placing a ready task needs of it: its ``id``, ``kind`` and ``estimate_s``
+    (seconds, or None: its kind's learned mean)."""
+
+    id: str
+    kind: str
+    estimate_s: float | None
+
+
+@runtime_checkable
+class ListsReadyBriefly(Protocol):
+    """A store that can list ready tasks without decoding their whole records (SQLite):
+    the dispatcher's look-ahead reads twice the tasks it can place, and decoding the
+    payloads, results and times of those it leaves cost more than claiming them."""
+
+    def ready_brief(self, kinds: Collection[str], limit: int) -> list[ReadyTask]:
+        """What :meth:`TaskStore.ready` returns, in the same order, as
+        :class:`ReadyTask`."""
         ...
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from ...errors import ConfigurationError, StoreError
 from ...journal import RunRecord, Step, check_run_version, check_version
 from ..policy import EFFECT_CLAIMED, EFFECT_DONE, Reason
-from ..store import StoreStats, WorkerRecord, WorkerTotals, validate_new_tasks
+from ..store import ReadyTask, StoreStats, WorkerRecord, WorkerTotals, validate_new_tasks
 from ..task import Clock, Status, SystemClock, Task, from_epoch, to_epoch
 
 __all__ = ["SqliteStore"]
@@ -556,7 +556,7 @@ class SqliteStore:
         return [_row_to_task(r) for r in rows]
 
     def _ready_rows(self, db: sqlite3.Connection, kinds: Collection[str], limit: int,
-                    now: float) -> list[tuple[Any, ...]]:
+                    now: float, columns: str = _COLUMNS) -> list[tuple[Any, ...]]:
         kinds = list(kinds)
         if not kinds or limit <= 0:
             return []
@@ -564,7 +564,7 @@ class SqliteStore:
         params: dict[str, Any] = {f"k{i}": k for i, k in enumerate(kinds)}
         params.update(now=now, limit=limit)
         return db.execute(
-            f"SELECT {_COLUMNS} FROM tasks t WHERE t.kind IN ({marks}) AND {_READY} "
+            f"SELECT {columns} FROM tasks t WHERE t.kind IN ({marks}) AND {_READY} "
             "ORDER BY t.seq LIMIT :limit", params).fetchall()
 
     def ready(self, kinds: Collection[str], limit: int) -> list[Task]:
@@ -575,6 +575,16 @@ class SqliteStore:
             except sqlite3.Error as exc:
                 raise _store_error(self.path, exc) from exc
         return [_row_to_task(r) for r in rows]
+
+    def ready_brief(self, kinds: Collection[str], limit: int) -> list[ReadyTask]:
+        """See :meth:`~foreperson.work.store.ListsReadyBriefly.ready_brief`."""
+        with self._lock:
+            try:
+                rows = self._ready_rows(self._conn, kinds, limit, self.clock.now(),
+                                        columns="t.id, t.kind, t.estimate_s")
+            except sqlite3.Error as exc:
+                raise _store_error(self.path, exc) from exc
+        return [ReadyTask(*row) for row in rows]
 
     def _take(self, db: sqlite3.Connection, task_id: str, worker: str, now: float,
               start: bool, lease_s: float) -> Task | None:
