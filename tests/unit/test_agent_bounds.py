@@ -55,7 +55,7 @@ async def test_max_duration_abandons_a_blocked_sync_tool_and_keeps_what_was_done
 
     model = ScriptedModel([[ToolCall("quick", {"item": "a"}), ToolCall("stuck", {"item": "b"})]])
     agent = Agent("x", model=model, tools=[stuck, quick],
-                  guards=Guards(limits=Limits(max_duration_s=0.1)))
+                  guards=Guards(limits=Limits(max_duration_s=0.5)))   # "quick" has time
     try:
         with anyio.fail_after(5):
             result = await agent.run("go")
@@ -65,7 +65,7 @@ async def test_max_duration_abandons_a_blocked_sync_tool_and_keeps_what_was_done
     done, unfinished = tool_returns(result.messages)
     assert (done.content, done.is_error) == ("a ok", False)
     assert unfinished.is_error and "not finished" in unfinished.content
-    assert "max_duration_s=0.1" in unfinished.content
+    assert "max_duration_s=0.5" in unfinished.content
     assert result.text == "a ok"                   # what was produced is still there
 
 
