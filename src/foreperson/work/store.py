@@ -17,16 +17,17 @@ import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ..errors import InvalidPlan
+from .metrics import TimelinePoint
 from .task import Status, Task
 
 __all__ = ["BacksOffResources", "CompletesAndClaims", "ListsReadyBriefly", "ReadyTask",
            "ReportsWork", "StoreStats", "TaskStore", "TracksWorkers", "WakesOnWork",
            "WorkerRecord", "WorkerTotals",
-           "conflicting_readd", "same_task", "validate_new_tasks"]
+           "conflicting_readd", "pruned_readd", "same_task", "validate_new_tasks"]
 
 
 @dataclass
@@ -101,8 +102,13 @@ class TaskStore(Protocol):
         ...
 
     def list_tasks(self, status: Status | None = None, kind: str | None = None,
-                   limit: int | None = None, *, run_id: str | None = None) -> list[Task]:
-        """Tasks in insertion order, optionally filtered (``run_id``: one run's)."""
+                   limit: int | None = None, *, run_id: str | None = None,
+                   newest_first: bool = False, offset: int = 0) -> list[Task]:
+        """Tasks in insertion order (``newest_first``: the latest added first), optionally
+        filtered (``run_id``: one run's), skipping the first ``offset`` (paging).
+
+        Every filter given is served by an index, so listing one status or one run costs
+        what it returns; ``list_tasks()`` with no filter and no limit reads everything."""
         ...
 
     def ready(self, kinds: Collection[str], limit: int) -> list[Task]:
@@ -199,9 +205,15 @@ class TaskStore(Protocol):
         """
         ...
 
-    def park_blocked(self) -> list[str]:
-        """Park DEAD every unfinished task that depends, directly or not, on a DEAD task
-        (reason ``dependency_dead``). Returns the ids parked."""
+    def park_blocked(self, after: Collection[str] | None = None) -> list[str]:
+        """Park DEAD every waiting task (PENDING or FAILED) that depends, directly or not,
+        on a DEAD task (reason ``dependency_dead``): those that depend on the tasks
+        ``after`` (that just went DEAD), or with None every waiting task with a DEAD
+        dependency (a sweep over the waiting tasks, never the finished ones).
+
+        Returns:
+            the ids parked.
+        """
         ...
 
     def retry_dead(self, ids: Sequence[str] | None = None) -> list[str]:
@@ -234,11 +246,15 @@ class TaskStore(Protocol):
         ...
 
     def mean_durations(self) -> dict[str, float]:
-        """Mean seconds from start to finish of COMPLETED tasks, per kind."""
+        """Mean seconds from start to finish of the COMPLETED tasks the store holds, per
+        kind (kept as a running sum, so it costs nothing however many there are; pruned
+        tasks leave it)."""
         ...
 
     def stats(self, *, run_id: str | None = None) -> StoreStats:
-        """A snapshot for metrics: the whole store, or one run's tasks."""
+        """A snapshot for metrics: the whole store, or one run's tasks. Its cost does not
+        grow with the history: the whole store's counts are kept as aggregates, one run's
+        are counted on an index, and the rest reads only the unfinished tasks."""
         ...
 
     def close(self) -> None:
@@ -352,7 +368,8 @@ class TracksWorkers(Protocol):
 
 @dataclass
 class WorkerTotals:
-    """What one worker did, counted from the task records.
+    """What one worker did, counted as it happened (in the same transaction as each
+    completion and failure, so pruning old tasks does not lower it).
 
     Attributes:
         completed: tasks it completed (COMPLETED with ``assigned_to`` = the worker).
@@ -373,8 +390,29 @@ class ReportsWork(Protocol):
         store or of one run."""
         ...
 
-    def worker_totals(self) -> dict[str, WorkerTotals]:
-        """Per worker name: tasks completed and failed attempts."""
+    def worker_totals(self, names: Collection[str] | None = None) -> dict[str, WorkerTotals]:
+        """Per worker name (of ``names``, or every name ever seen): tasks completed and
+        failed attempts, counted as they happened (pruning tasks does not lower them)."""
+        ...
+
+    def history(self, *, run_id: str | None = None, points: int = 60,
+                since: float | None = None, until: float | None = None
+                ) -> list[TimelinePoint]:
+        """Tasks by status at ``points`` instants evenly spaced over a window.
+
+        Args:
+            run_id: one run's tasks (rebuilt from their records), or None: the whole
+                store's, from the changes kept per second (only the window's are read).
+            points: instants (>= 1).
+            since: the window's start, epoch seconds (default: the last hour of activity,
+                from after its last pause of five minutes; at most seven days back).
+            until: its end, epoch seconds (default: now, or the last activity when that
+                was more than an hour ago).
+
+        Returns:
+            :class:`~foreperson.work.metrics.TimelinePoint` values, oldest first (empty
+            for a run with no task).
+        """
         ...
 
     def dependents(self, task_id: str) -> list[str]:
@@ -394,6 +432,21 @@ def conflicting_readd(stored: Task, new: Task) -> InvalidPlan:
         f"task {new.id!r} is already stored as another task (kind {stored.kind!r}, "
         f"payload {_short(stored.payload)}) and was added again as kind {new.kind!r}, "
         f"payload {_short(new.payload)}: give the new task another id", task_id=new.id)
+
+
+def pruned_readd(task_id: str, pruned_at: float) -> InvalidPlan:
+    """The error for adding an id whose task was finished and then removed by retention
+    (:meth:`~foreperson.work.retention.Prunes.prune`): it is not run a second time.
+
+    Args:
+        task_id: the id.
+        pruned_at: when it was removed, epoch seconds.
+    """
+    when = datetime.fromtimestamp(pruned_at, UTC).isoformat(timespec="seconds")
+    return InvalidPlan(
+        f"task {task_id!r} already ran: it was finished and then removed by retention "
+        f"(prune) at {when}, so it is not run again; to run that work once more, add it "
+        "under another id", task_id=task_id)
 
 
 def _short(value: Any) -> str:

@@ -412,8 +412,11 @@ class Supervisor:
                 sink.tasks_reclaimed(len(reclaimed))
             self._resolve_finished(reclaimed)
         # a task failing DEAD parks its dependents at once (on_fail, in whichever process
-        # failed it); a reclaim can end one DEAD too; the rest is a safety net, rarely
-        if reclaimed or now >= self._next_park:
+        # failed it); a reclaim can end one DEAD too; the sweep over every waiting task
+        # is a safety net, every 30 s
+        if reclaimed:
+            self._parked(self.store.park_blocked(reclaimed))
+        if now >= self._next_park:
             self._next_park = now + 30.0
             self._parked(self.store.park_blocked())
 
@@ -559,7 +562,7 @@ class Supervisor:
             self.counters.retries += 1
         else:
             self._resolve_finished([task_id])
-            self._parked(self.store.park_blocked())
+            self._parked(self.store.park_blocked([task_id]))
         return status
 
     def _classify(self, error: BaseException | str, record: Task | None

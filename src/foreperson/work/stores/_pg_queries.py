@@ -9,7 +9,7 @@ completion holds, so the two cannot deadlock. Status transitions follow
 
 from __future__ import annotations
 
-__all__ = ["COLUMNS", "Q"]
+__all__ = ["COLUMNS", "Q", "RUN_COLUMNS"]
 
 COLUMNS = ("id, kind, payload, status, assigned_to, attempts, max_attempts, result, error, "
            "heartbeat_at, depends_on, locks, created_at, started_at, finished_at, not_before, "
@@ -18,7 +18,7 @@ COLUMNS = ("id, kind, payload, status, assigned_to, attempts, max_attempts, resu
 
 _C_COLUMNS = ", ".join("c." + name.strip() for name in COLUMNS.split(","))
 _NOW = "fp_now(%(now)s)"
-_RUN_COLUMNS = ("run_id, agent, user_id, status, input, result, error, stop_reason, owner, "
+RUN_COLUMNS = ("run_id, agent, user_id, status, input, result, error, stop_reason, owner, "
                 "lease_expires_at, version, created_at, updated_at")
 _ISO = f"to_char({_NOW} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')"
 _FREE_SLOTS = "UPDATE lock_slots s SET task_id = NULL FROM {src} WHERE s.task_id = {src}.id"
@@ -46,6 +46,8 @@ Q: dict[str, str] = {
         ), conflicts AS (
             SELECT n.id, t.kind, t.payload FROM new n JOIN tasks t ON t.id = n.id
             WHERE t.kind <> n.kind OR t.payload <> n.payload::jsonb
+        ), pruned AS (
+            SELECT p.id, p.pruned_at FROM new n JOIN pruned_tasks p ON p.id = n.id
         ), ins AS (
             INSERT INTO tasks (id, kind, payload, max_attempts, depends_on, locks, created_at,
                                not_before, estimate_s, run_id, parent_id, stale_after, awaited,
@@ -55,7 +57,8 @@ Q: dict[str, str] = {
                    ARRAY(SELECT jsonb_array_elements_text(n.locks::jsonb)),
                    coalesce(n.created_at, {_NOW}), n.not_before, n.estimate_s, n.run_id,
                    n.parent_id, n.stale_after, n.awaited, n.trace_context::jsonb
-            FROM new n WHERE NOT EXISTS (SELECT 1 FROM conflicts) ORDER BY n.ord
+            FROM new n WHERE NOT EXISTS (SELECT 1 FROM conflicts)
+                AND NOT EXISTS (SELECT 1 FROM pruned) ORDER BY n.ord
             ON CONFLICT (id) DO NOTHING
             RETURNING id, seq, depends_on, locks
         ), deps AS (
@@ -69,15 +72,11 @@ Q: dict[str, str] = {
         )
         SELECT 'inserted', id, seq::text, NULL FROM ins
         UNION ALL
-        SELECT 'conflict', id, kind, payload::text FROM conflicts""",
+        SELECT 'conflict', id, kind, payload::text FROM conflicts
+        UNION ALL
+        SELECT 'pruned', id, extract(epoch FROM pruned_at)::text, NULL FROM pruned""",
     "get": f"SELECT {COLUMNS} FROM tasks WHERE id = %(id)s",
     "get_many": f"SELECT {COLUMNS} FROM tasks WHERE id = ANY(%(ids)s) ORDER BY seq",
-    "list": f"""
-        SELECT {COLUMNS} FROM tasks
-        WHERE (%(status)s::text IS NULL OR status = %(status)s)
-          AND (%(kind)s::text IS NULL OR kind = %(kind)s)
-          AND (%(run)s::text IS NULL OR run_id = %(run)s)
-        ORDER BY seq LIMIT %(limit)s""",
     "ready": """
         SELECT id FROM claim_tasks('', %(kinds)s, NULL, %(limit)s, 0, %(now)s, 1.0)""",
     "claim": f"""
@@ -226,12 +225,26 @@ Q: dict[str, str] = {
             DELETE FROM workers WHERE heartbeat_at < {_NOW} - interval '1 day'
         )
         SELECT id FROM upd ORDER BY seq""",
+    # every waiting task with a DEAD dependency, found from the waiting (the partial
+    # index of PENDING and FAILED tasks: the work at hand, never the history)
     "park": f"""
         UPDATE tasks t SET status = 'dead', finished_at = {_NOW}, reason = 'dependency_dead',
             error = 'dependency ' || b.dep_id || ' is dead'
         FROM (SELECT DISTINCT ON (d.task_id) d.task_id, d.dep_id
+              FROM tasks w JOIN task_deps d ON d.task_id = w.id
+              JOIN tasks p ON p.id = d.dep_id
+              WHERE w.status IN ('pending', 'failed') AND w.depends_on <> '{{}}'
+                AND p.status = 'dead'
+              ORDER BY d.task_id, d.dep_id) AS b
+        WHERE t.id = b.task_id AND t.status IN ('pending', 'failed')
+        RETURNING t.id""",
+    # the waiting direct dependents of DEAD tasks among %(ids)s
+    "park_after": f"""
+        UPDATE tasks t SET status = 'dead', finished_at = {_NOW}, reason = 'dependency_dead',
+            error = 'dependency ' || b.dep_id || ' is dead'
+        FROM (SELECT DISTINCT ON (d.task_id) d.task_id, d.dep_id
               FROM tasks p JOIN task_deps d ON d.dep_id = p.id
-              WHERE p.status = 'dead'
+              WHERE p.id = ANY (%(ids)s) AND p.status = 'dead'
               ORDER BY d.task_id, d.dep_id) AS b
         WHERE t.id = b.task_id AND t.status IN ('pending', 'failed')
         RETURNING t.id""",
@@ -281,24 +294,73 @@ Q: dict[str, str] = {
         SELECT {COLUMNS} FROM tasks WHERE id = ANY(%(ids)s)
           AND status IN ('completed', 'dead')""",
     "mean_durations": """
-        SELECT kind, avg(extract(epoch FROM finished_at - started_at)) FROM tasks
-        WHERE status = 'completed' AND started_at IS NOT NULL GROUP BY kind""",
+        SELECT kind, sum(run_s) / sum(run_n) FROM (
+            SELECT kind, run_s, run_n FROM task_counts WHERE status = 'completed'
+            UNION ALL
+            SELECT kind, run_s, run_n FROM task_deltas
+            WHERE status = 'completed' AND worker IS NULL) c
+        GROUP BY kind HAVING sum(run_n) > 0""",
+    # the whole store's counts: folded aggregates plus the deltas not folded yet
+    "counts": """
+        SELECT kind, status, sum(n) FROM (
+            SELECT kind, status, n FROM task_counts
+            UNION ALL
+            SELECT kind, status, n FROM task_deltas WHERE worker IS NULL) c
+        GROUP BY kind, status HAVING sum(n) <> 0""",
+    "run_counts": """
+        SELECT kind, status, count(*) FROM tasks WHERE run_id = %(run)s
+        GROUP BY kind, status""",
+    # seed 000's other two numbers, from the unfinished tasks only; with the number of
+    # deltas waiting to be folded (a reader folds them when many pile up)
     "stats": f"""
         SELECT
-          (SELECT coalesce(jsonb_object_agg(status, n), '{{}}')
-           FROM (SELECT status, count(*) AS n FROM tasks
-                 WHERE %(run)s::text IS NULL OR run_id = %(run)s GROUP BY status) s),
           (SELECT coalesce(jsonb_object_agg(assigned_to, n), '{{}}')
            FROM (SELECT assigned_to, count(*) AS n FROM tasks
                  WHERE status IN ('assigned', 'running') AND assigned_to IS NOT NULL
-                   AND (%(run)s::text IS NULL OR run_id = %(run)s)
                  GROUP BY assigned_to) a),
           (SELECT min(created_at) FROM tasks
-           WHERE status IN ('pending', 'assigned', 'running', 'failed')
-             AND (%(run)s::text IS NULL OR run_id = %(run)s)),
+           WHERE status IN ('pending', 'assigned', 'running', 'failed')),
           {_NOW},
           (SELECT coalesce(jsonb_object_agg(name, extract(epoch FROM heartbeat_at)),
-                           '{{}}') FROM workers)""",
+                           '{{}}') FROM workers),
+          (SELECT count(*) FROM (SELECT 1 FROM task_deltas LIMIT 5001) d)""",
+    "run_stats": f"""
+        SELECT
+          (SELECT coalesce(jsonb_object_agg(assigned_to, n), '{{}}')
+           FROM (SELECT assigned_to, count(*) AS n FROM tasks
+                 WHERE run_id = %(run)s AND status IN ('assigned', 'running')
+                   AND assigned_to IS NOT NULL
+                 GROUP BY assigned_to) a),
+          (SELECT min(created_at) FROM tasks
+           WHERE run_id = %(run)s AND status IN ('pending', 'assigned', 'running', 'failed')),
+          {_NOW},
+          (SELECT coalesce(jsonb_object_agg(name, extract(epoch FROM heartbeat_at)),
+                           '{{}}') FROM workers),
+          0""",
+    "fold": "SELECT fold_task_deltas()",
+    "history_last": """
+        SELECT greatest((SELECT max(at) FROM task_history),
+                        (SELECT max(at) FROM task_deltas WHERE worker IS NULL))""",
+    "history": """
+        SELECT at, status, sum(n) FROM (
+            SELECT at, status, n FROM task_history WHERE at >= %(low)s
+            UNION ALL
+            SELECT at, status, n FROM task_deltas WHERE worker IS NULL AND at >= %(low)s) c
+        GROUP BY at, status HAVING sum(n) <> 0""",
+    "run_history": """
+        SELECT status, extract(epoch FROM created_at), extract(epoch FROM started_at),
+               extract(epoch FROM finished_at), extract(epoch FROM heartbeat_at)
+        FROM tasks WHERE run_id = %(run)s""",
+    "worker_totals": """
+        SELECT name, sum(completed), sum(failed) FROM (
+            SELECT name, completed, failed FROM worker_counts
+            WHERE %(names)s::text[] IS NULL OR name = ANY (%(names)s)
+            UNION ALL
+            SELECT worker, CASE WHEN status = 'completed' THEN n ELSE 0 END,
+                   CASE WHEN status = 'failed' THEN n ELSE 0 END
+            FROM task_deltas
+            WHERE worker IS NOT NULL AND (%(names)s::text[] IS NULL OR worker = ANY (%(names)s))
+        ) w GROUP BY name""",
     "worker_seen": f"""
         INSERT INTO workers (name, kinds, concurrency, started_at, heartbeat_at, host, pid)
         VALUES (%(name)s, %(kinds)s, %(concurrency)s, {_NOW}, {_NOW}, %(host)s, %(pid)s)
@@ -308,15 +370,6 @@ Q: dict[str, str] = {
     "workers": """
         SELECT name, kinds, concurrency, host, pid, started_at, heartbeat_at FROM workers
         ORDER BY name""",
-    "counts_by_kind": """
-        SELECT kind, status, count(*) FROM tasks
-        WHERE %(run)s::text IS NULL OR run_id = %(run)s GROUP BY kind, status""",
-    "completed_by_worker": """
-        SELECT assigned_to, count(*) FROM tasks
-        WHERE status = 'completed' AND assigned_to IS NOT NULL GROUP BY assigned_to""",
-    "failed_by_worker": """
-        SELECT e ->> 'worker', count(*) FROM tasks, jsonb_array_elements(tasks.errors) AS e
-        WHERE tasks.errors <> '[]' AND e ->> 'worker' IS NOT NULL GROUP BY 1""",
     "dependents": """
         SELECT t.id FROM task_deps d JOIN tasks t ON t.id = d.task_id
         WHERE d.dep_id = %(id)s ORDER BY t.seq""",
@@ -347,25 +400,20 @@ Q: dict[str, str] = {
             VALUES (%(run_id)s, %(agent)s, %(user_id)s, %(status)s, %(input)s::jsonb,
                     %(owner)s, %(lease_expires_at)s, %(version)s, {_NOW}, {_NOW})
             ON CONFLICT (run_id) DO NOTHING
-            RETURNING {_RUN_COLUMNS}
+            RETURNING {RUN_COLUMNS}
         )
         SELECT * FROM ins
         UNION ALL
-        SELECT {_RUN_COLUMNS} FROM runs
+        SELECT {RUN_COLUMNS} FROM runs
         WHERE run_id = %(run_id)s AND NOT EXISTS (SELECT 1 FROM ins)""",
-    "run_get": f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %(run_id)s",
-    "run_list": f"""
-        SELECT {_RUN_COLUMNS} FROM runs
-        WHERE (%(user_id)s::text IS NULL OR user_id = %(user_id)s)
-          AND (%(status)s::text IS NULL OR status = %(status)s)
-        ORDER BY created_at DESC, seq DESC LIMIT %(limit)s""",
+    "run_get": f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = %(run_id)s",
     "run_claim": f"""
         UPDATE runs SET owner = %(owner)s, status = 'running', updated_at = {_NOW},
             lease_expires_at = {_NOW} + make_interval(secs => %(lease)s)
         WHERE run_id = %(run_id)s
           AND (owner IS NULL OR owner = %(owner)s OR owner = %(take_from)s
                OR lease_expires_at IS NULL OR lease_expires_at < {_NOW})
-        RETURNING {_RUN_COLUMNS}""",
+        RETURNING {RUN_COLUMNS}""",
     "run_renew": f"""
         UPDATE runs SET lease_expires_at = {_NOW} + make_interval(secs => %(lease)s)
         WHERE run_id = %(run_id)s AND owner = %(owner)s RETURNING true""",

@@ -46,6 +46,13 @@ Objects:
 ``claim_tasks(...)``
     the claim: one statement that picks ready tasks ``FOR UPDATE SKIP LOCKED``, takes
     their lock slots and rate tokens, counts the attempt and draws a lease token.
+``task_counts``, ``task_history``, ``worker_counts``, ``task_deltas`` (version 6)
+    aggregates for monitoring at the cost of what it shows: statement triggers append
+    each statement's changes to ``task_deltas``; ``fold_task_deltas()`` moves them into
+    tasks per kind and status (with the COMPLETED ones' run time), the net change of each
+    status per second, and per worker what it completed and failed.
+``pruned_tasks`` (version 6)
+    a tombstone per task removed by retention, so an id added again is refused.
 
 Notifications: inserting tasks, a task going back to PENDING, a slot being freed and a
 task with dependents completing each ``pg_notify`` the channel ``<schema>.ready`` with
@@ -56,7 +63,7 @@ task (``Supervisor.submit``) that ends notifies ``<schema>.done`` with its id
 
 from __future__ import annotations
 
-__all__ = ["FRESH", "LATEST", "MIGRATIONS"]
+__all__ = ["FRESH", "INDEXES", "LATEST", "MIGRATIONS"]
 
 # -- version 1: the contract of every store (tasks, dependencies, locks, effects) ------
 
@@ -506,6 +513,181 @@ ALTER TABLE tasks ADD COLUMN trace_context jsonb;
 ALTER TABLE workers ADD COLUMN host text, ADD COLUMN pid integer;
 """
 
+# -- version 6: steady at any age ----------------------------------------------------------
+#
+# Aggregates, so that monitoring reads cost the size of what they show: statement
+# triggers append what each statement changed to ``task_deltas`` (an insert: no two
+# transactions ever update one row, so counting adds no lock wait between workers), and
+# ``fold_task_deltas()`` (every sweep, by whichever process gets its advisory lock first)
+# moves them into ``task_counts`` (tasks per kind and status, with the run time of the
+# COMPLETED ones), ``task_history`` (the net change of each status's count per second)
+# and ``worker_counts``. Readers add the deltas not folded yet. ``pruned_tasks`` keeps a
+# tombstone per task removed by ``prune``. Written so that running it twice is harmless (a
+# migration stopped between its parts is simply run again).
+
+_TABLES_V6 = r"""
+CREATE TABLE IF NOT EXISTS task_counts (
+    kind   text NOT NULL,
+    status text NOT NULL,
+    n      bigint NOT NULL DEFAULT 0,
+    run_s  double precision NOT NULL DEFAULT 0,
+    run_n  bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (kind, status)
+);
+CREATE TABLE IF NOT EXISTS task_history (
+    at     bigint NOT NULL,
+    status text NOT NULL,
+    n      bigint NOT NULL,
+    PRIMARY KEY (at, status)
+);
+CREATE TABLE IF NOT EXISTS worker_counts (
+    name      text PRIMARY KEY,
+    completed bigint NOT NULL DEFAULT 0,
+    failed    bigint NOT NULL DEFAULT 0,
+    last_at   timestamptz NOT NULL
+);
+CREATE TABLE IF NOT EXISTS task_deltas (
+    at     bigint NOT NULL,
+    kind   text NOT NULL,
+    status text NOT NULL,
+    worker text,
+    n      integer NOT NULL,
+    run_s  double precision NOT NULL DEFAULT 0,
+    run_n  integer NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS pruned_tasks (
+    id        text PRIMARY KEY,
+    run_id    text,
+    pruned_at timestamptz NOT NULL
+);
+
+-- the clock of the triggers: a test's fake time (set on the session), else the server's
+CREATE OR REPLACE FUNCTION fp_clock() RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    SELECT coalesce(nullif(current_setting('foreperson.now', true), '')::timestamptz,
+                    statement_timestamp())
+$$;
+
+CREATE OR REPLACE FUNCTION count_inserted_tasks() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO task_deltas (at, kind, status, n)
+    SELECT extract(epoch FROM fp_clock())::bigint, kind, status, count(*)
+    FROM new_rows GROUP BY kind, status;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION count_updated_tasks() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    WITH changed AS (
+        SELECT o.kind, o.status AS was, w.status AS now, w.assigned_to, w.errors,
+               CASE WHEN w.status = 'completed' AND w.started_at IS NOT NULL
+                         AND w.finished_at IS NOT NULL
+                    THEN extract(epoch FROM w.finished_at - w.started_at) END AS run_s,
+               jsonb_array_length(w.errors) > jsonb_array_length(o.errors) AS failed
+        FROM old_rows o JOIN new_rows w ON w.seq = o.seq
+        WHERE o.status IS DISTINCT FROM w.status OR o.errors IS DISTINCT FROM w.errors)
+    INSERT INTO task_deltas (at, kind, status, worker, n, run_s, run_n)
+    SELECT extract(epoch FROM fp_clock())::bigint, kind, status, worker, sum(n), sum(run_s),
+           sum(run_n)
+    FROM (SELECT kind, was AS status, NULL::text AS worker, -1 AS n, 0::float8 AS run_s,
+                 0 AS run_n
+          FROM changed WHERE was <> now
+          UNION ALL
+          SELECT kind, now, NULL, 1, coalesce(run_s, 0), (run_s IS NOT NULL)::int
+          FROM changed WHERE was <> now
+          UNION ALL
+          SELECT kind, 'completed', assigned_to, 1, 0, 0
+          FROM changed WHERE was <> now AND now = 'completed' AND assigned_to IS NOT NULL
+          UNION ALL
+          SELECT kind, 'failed', errors -> -1 ->> 'worker', 1, 0, 0
+          FROM changed WHERE failed AND errors -> -1 ->> 'worker' IS NOT NULL) d
+    GROUP BY kind, status, worker;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION count_deleted_tasks() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO task_deltas (at, kind, status, n, run_s, run_n)
+    SELECT extract(epoch FROM fp_clock())::bigint, kind, status, -count(*),
+           -sum(CASE WHEN status = 'completed' AND started_at IS NOT NULL
+                          AND finished_at IS NOT NULL
+                     THEN extract(epoch FROM finished_at - started_at) ELSE 0 END),
+           -count(*) FILTER (WHERE status = 'completed' AND started_at IS NOT NULL
+                                   AND finished_at IS NOT NULL)
+    FROM old_rows GROUP BY kind, status;
+    RETURN NULL;
+END $$;
+
+DROP TRIGGER IF EXISTS tasks_counted_insert ON tasks;
+CREATE TRIGGER tasks_counted_insert AFTER INSERT ON tasks
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION count_inserted_tasks();
+DROP TRIGGER IF EXISTS tasks_counted_update ON tasks;
+CREATE TRIGGER tasks_counted_update AFTER UPDATE ON tasks
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION count_updated_tasks();
+DROP TRIGGER IF EXISTS tasks_counted_delete ON tasks;
+CREATE TRIGGER tasks_counted_delete AFTER DELETE ON tasks
+    REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION count_deleted_tasks();
+
+-- Move the deltas into the aggregates; 0 when another process is doing it. Rows are
+-- upserted in key order, and only here, so two folds could never deadlock anyway.
+CREATE OR REPLACE FUNCTION fold_task_deltas() RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_n bigint;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(hashtext(current_schema() || '.fold_task_deltas')) THEN
+        RETURN 0;
+    END IF;
+    WITH moved AS (
+        DELETE FROM task_deltas RETURNING *
+    ), counted AS (
+        INSERT INTO task_counts AS c (kind, status, n, run_s, run_n)
+        SELECT kind, status, sum(n), sum(run_s), sum(run_n) FROM moved
+        WHERE worker IS NULL GROUP BY kind, status ORDER BY kind, status
+        ON CONFLICT (kind, status) DO UPDATE SET n = c.n + excluded.n,
+            run_s = c.run_s + excluded.run_s, run_n = c.run_n + excluded.run_n
+    ), charted AS (
+        INSERT INTO task_history AS h (at, status, n)
+        SELECT at, status, sum(n) FROM moved WHERE worker IS NULL
+        GROUP BY at, status HAVING sum(n) <> 0 ORDER BY at, status
+        ON CONFLICT (at, status) DO UPDATE SET n = h.n + excluded.n
+    ), credited AS (
+        INSERT INTO worker_counts AS w (name, completed, failed, last_at)
+        SELECT worker, coalesce(sum(n) FILTER (WHERE status = 'completed'), 0),
+               coalesce(sum(n) FILTER (WHERE status = 'failed'), 0), to_timestamp(max(at))
+        FROM moved WHERE worker IS NOT NULL GROUP BY worker ORDER BY worker
+        ON CONFLICT (name) DO UPDATE SET completed = w.completed + excluded.completed,
+            failed = w.failed + excluded.failed,
+            last_at = greatest(w.last_at, excluded.last_at)
+    )
+    SELECT count(*) INTO v_n FROM moved;
+    RETURN v_n;
+END $$;
+
+-- a table whose rows are rewritten at every claim and completion: vacuumed after 1 %
+-- of it changed, not the default 20 %, so a year of history does not let dead row
+-- versions pile up in the indexes of the unfinished
+ALTER TABLE tasks SET (autovacuum_vacuum_scale_factor = 0.01,
+                       autovacuum_vacuum_insert_scale_factor = 0.01,
+                       autovacuum_analyze_scale_factor = 0.01);
+"""
+
+INDEXES_V6 = [
+    # the oldest unfinished task, in one index step
+    "tasks_unfinished ON tasks (created_at) "
+    "WHERE status IN ('pending', 'assigned', 'running', 'failed')",
+    # retention: finished tasks by age
+    "tasks_finished ON tasks (finished_at, seq) WHERE status IN ('completed', 'dead')",
+    # the newest DEAD and FAILED tasks, a page at a time
+    "tasks_problems ON tasks (status, seq) WHERE status IN ('failed', 'dead')",
+    # retention: effects and journal runs that ended
+    "effects_task ON effects (task_id)",
+    "steps_ended ON steps (created_at) WHERE key = 'end'",
+]
+"""Indexes of version 6, built ``CONCURRENTLY`` on a populated schema (writers never
+wait for them) and plainly in a new one."""
+
 MIGRATIONS: list[str] = [
     # 0 -> 1
     _MIGRATIONS_TABLE + _TABLES_V1 + _NOTIFY_V1 + _CLAIM_V1,
@@ -517,6 +699,8 @@ MIGRATIONS: list[str] = [
     _TABLES_V4,
     # 4 -> 5
     _TABLES_V5,
+    # 5 -> 6 (and INDEXES_V6, then the aggregates' backfill: see migrate_schema)
+    _TABLES_V6,
 ]
 """``MIGRATIONS[i]`` brings a schema from version ``i`` to ``i + 1``. Never edit one
 that has been released: add a new one (and update ``FRESH``)."""
@@ -524,6 +708,11 @@ that has been released: add a new one (and update ``FRESH``)."""
 LATEST = len(MIGRATIONS)
 """The schema version this foreperson writes."""
 
-FRESH = "\n".join(MIGRATIONS)
+INDEXES: dict[int, list[str]] = {6: INDEXES_V6}
+"""Per version, the indexes it adds on tables that may be large, as ``name ON table
+(...)``: built with ``CREATE INDEX CONCURRENTLY`` outside the migration's transaction."""
+
+FRESH = "\n".join(MIGRATIONS) + "\n" + "\n".join(
+    f"CREATE INDEX {index};" for version in sorted(INDEXES) for index in INDEXES[version])
 """The whole current schema for a new database (version ``LATEST``): every migration in
 order, in one transaction."""

@@ -5,15 +5,22 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from ...journal import RunRecord, Step, check_run_version, check_version
+from ..metrics import (
+    TimelinePoint,
+    changes_of,
+    default_until,
+    history_points,
+    history_window,
+)
 from ..policy import EFFECT_CLAIMED, EFFECT_DONE, Reason, dead_reason, lease_expired_error
-from ..store import StoreStats, WorkerTotals, validate_new_tasks
+from ..store import StoreStats, WorkerTotals, pruned_readd, validate_new_tasks
 from ..task import Clock, Status, SystemClock, Task, from_epoch
 
 __all__ = ["MemoryStore"]
@@ -65,6 +72,17 @@ class MemoryStore:
         self._step_seq = 0
         self._runs: dict[str, RunRecord] = {}
         self._lock = threading.RLock()
+        # what the SQL stores keep in indexes and aggregates, so that nothing on the path
+        # of a run reads every task
+        self._seq: dict[str, int] = {}                    # task id -> insertion number
+        self._waiting: dict[str, None] = {}               # PENDING/FAILED ids, by _seq
+        self._waiting_sorted = True
+        self._active: dict[str, None] = {}                # ASSIGNED/RUNNING ids
+        self._by_run: dict[str, dict[str, None]] = {}     # run id -> its task ids
+        self._counts: dict[tuple[str, Status], int] = {}  # (kind, status) -> tasks
+        self._run_time: dict[str, list[float]] = {}       # kind -> [seconds, completed]
+        self._totals: dict[str, WorkerTotals] = {}
+        self._pruned: dict[str, float] = {}               # tombstones: id -> when
 
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._tasks)} tasks)"
@@ -80,6 +98,39 @@ class MemoryStore:
         if task is None or task.lease_token is None or task.lease_token != token:
             return None
         return task
+
+    def _move(self, task: Task, status: Status) -> None:
+        """Set ``task.status``, keeping the counts and the lists of waiting and held."""
+        old = task.status
+        task.status = status
+        if old is status:
+            return
+        self._counts[(task.kind, old)] = self._counts.get((task.kind, old), 0) - 1
+        self._counts[(task.kind, status)] = self._counts.get((task.kind, status), 0) + 1
+        self._file(task, old, present=False)
+        self._file(task, status, present=True)
+
+    def _file(self, task: Task, status: Status, *, present: bool) -> None:
+        """Add ``task`` to (or take it from) the list its ``status`` belongs to."""
+        if status in _CLAIMABLE:
+            if not present:
+                self._waiting.pop(task.id, None)
+            elif task.id not in self._waiting:
+                if self._waiting and self._seq[next(reversed(self._waiting))] > \
+                        self._seq[task.id]:
+                    self._waiting_sorted = False      # it goes back to its place in line
+                self._waiting[task.id] = None
+        elif status.active:
+            if present:
+                self._active[task.id] = None
+            else:
+                self._active.pop(task.id, None)
+
+    def _waiting_ids(self) -> list[str]:
+        if not self._waiting_sorted:
+            self._waiting = dict.fromkeys(sorted(self._waiting, key=self._seq.__getitem__))
+            self._waiting_sorted = True
+        return list(self._waiting)
 
     def _is_ready(self, task: Task, now: datetime) -> bool:
         if task.status not in _CLAIMABLE:
@@ -105,6 +156,8 @@ class MemoryStore:
         task.error = error
         task.errors.append({"attempt": task.attempts, "error": error, "at": now.isoformat(),
                             "worker": task.assigned_to})
+        if task.assigned_to:
+            self._totals.setdefault(task.assigned_to, WorkerTotals()).failed += 1
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -118,6 +171,9 @@ class MemoryStore:
         with self._lock:
             validate_new_tasks(tasks, lambda ids: {i for i in ids if i in self._tasks},
                                self._tasks)
+            for task in tasks:
+                if task.id in self._pruned and task.id not in self._tasks:
+                    raise pruned_readd(task.id, self._pruned[task.id])
             now = self._now()
             added = []
             for task in tasks:
@@ -129,6 +185,12 @@ class MemoryStore:
                 stored.assigned_to = stored.lease_token = stored.reason = None
                 stored.attempts = 0
                 self._tasks[stored.id] = stored
+                self._seq[stored.id] = len(self._seq) + len(self._pruned)
+                key = (stored.kind, Status.PENDING)
+                self._counts[key] = self._counts.get(key, 0) + 1
+                self._file(stored, Status.PENDING, present=True)
+                if stored.run_id is not None:
+                    self._by_run.setdefault(stored.run_id, {})[stored.id] = None
                 for dep in dict.fromkeys(stored.depends_on):
                     self._dependents.setdefault(dep, []).append(stored.id)
                 added.append(stored.id)
@@ -141,22 +203,35 @@ class MemoryStore:
             return _copy(task) if task else None
 
     def list_tasks(self, status: Status | None = None, kind: str | None = None,
-                   limit: int | None = None, *, run_id: str | None = None) -> list[Task]:
+                   limit: int | None = None, *, run_id: str | None = None,
+                   newest_first: bool = False, offset: int = 0) -> list[Task]:
         """See :meth:`TaskStore.list_tasks`."""
         with self._lock:
-            out = [_copy(t) for t in self._tasks.values()
-                   if (status is None or t.status is status) and (kind is None or t.kind == kind)
-                   and (run_id is None or t.run_id == run_id)]
-            return out if limit is None else out[:limit]
+            if run_id is not None:
+                ids: Iterable[str] = self._by_run.get(run_id, {})
+            elif status in _CLAIMABLE:
+                ids = self._waiting_ids()
+            elif status is not None and status.active:
+                ids = sorted(self._active, key=self._seq.__getitem__)
+            else:
+                ids = self._tasks
+            chosen = [t for t in map(self._tasks.__getitem__, ids)
+                      if (status is None or t.status is status)
+                      and (kind is None or t.kind == kind)]
+            if newest_first:
+                chosen.reverse()
+            end = None if limit is None else max(0, offset) + max(0, limit)
+            return [_copy(t) for t in chosen[max(0, offset):end]]
 
     def ready(self, kinds: Collection[str], limit: int) -> list[Task]:
         """See :meth:`TaskStore.ready`."""
         with self._lock:
             now = self._now()
             out: list[Task] = []
-            for task in self._tasks.values():
+            for task_id in self._waiting_ids():
                 if len(out) >= limit:
                     break
+                task = self._tasks[task_id]
                 if task.kind in kinds and self._is_ready(task, now):
                     out.append(_copy(task))
             return out
@@ -177,7 +252,7 @@ class MemoryStore:
                     self._held[lock] = task.id
                 lease = task.stale_after or lease_s
                 self._lease_s[task.id] = lease
-                task.status = Status.RUNNING if start else Status.ASSIGNED
+                self._move(task, Status.RUNNING if start else Status.ASSIGNED)
                 if start:
                     task.started_at = now
                     task.attempts += 1
@@ -205,7 +280,7 @@ class MemoryStore:
                 return False
             if task.status is Status.ASSIGNED:
                 task.attempts += 1
-            task.status = Status.RUNNING
+            self._move(task, Status.RUNNING)
             task.started_at = task.heartbeat_at = now = self._now()
             task.lease_expires_at = now + timedelta(seconds=self._lease_s[task.id])
             return True
@@ -247,10 +322,16 @@ class MemoryStore:
             encoded = json.dumps(result)      # TypeError for non-JSON, as every store
             if task.status is Status.ASSIGNED:   # it ran without being marked started
                 task.attempts += 1
-            task.status = Status.COMPLETED
             task.result = json.loads(encoded)
             task.error = task.reason = None
             task.finished_at = self._now()
+            self._move(task, Status.COMPLETED)
+            if task.started_at is not None:
+                spent = self._run_time.setdefault(task.kind, [0.0, 0])
+                spent[0] += (task.finished_at - task.started_at).total_seconds()
+                spent[1] += 1
+            if task.assigned_to:
+                self._totals.setdefault(task.assigned_to, WorkerTotals()).completed += 1
             self._release_locks(task)
             task.lease_token = None
             task.lease_expires_at = None
@@ -268,11 +349,11 @@ class MemoryStore:
                 task.attempts += 1
             self._record_error(task, error, now)
             if retry_at is None:
-                task.status = Status.DEAD
+                self._move(task, Status.DEAD)
                 task.reason = dead_reason(task.attempts, task.max_attempts).value
                 task.finished_at = now
             else:
-                task.status = Status.FAILED
+                self._move(task, Status.FAILED)
                 task.reason = Reason.RETRYING.value
                 task.not_before = from_epoch(retry_at)
             self._drop_lease(task)
@@ -290,7 +371,7 @@ class MemoryStore:
     def _give_back(self, task: Task, reason: Reason) -> None:
         if task.status is Status.RUNNING:
             task.attempts = max(0, task.attempts - 1)
-        task.status = Status.PENDING
+        self._move(task, Status.PENDING)
         task.reason = reason.value
         self._drop_lease(task)
 
@@ -299,9 +380,7 @@ class MemoryStore:
         with self._lock:
             now = self._now()
             out = []
-            for task in self._tasks.values():
-                if not task.status.active:
-                    continue
+            for task in [self._tasks[i] for i in self._active]:
                 expired = task.lease_expires_at is not None and task.lease_expires_at < now
                 known_dead = (holder_prefix is not None and task.assigned_to is not None
                               and task.assigned_to.startswith(holder_prefix))
@@ -316,21 +395,27 @@ class MemoryStore:
             self._record_error(task, lease_expired_error(
                 task.assigned_to, self._lease_s.get(task.id, 0.0), task.attempts), now)
             if task.attempts >= task.max_attempts:
-                task.status = Status.DEAD
+                self._move(task, Status.DEAD)
                 task.reason = Reason.RETRIES_EXHAUSTED.value
                 task.finished_at = now
                 self._drop_lease(task)
                 return
-        task.status = Status.PENDING
+        self._move(task, Status.PENDING)
         task.reason = Reason.LEASE_EXPIRED.value
         self._drop_lease(task)
 
-    def park_blocked(self) -> list[str]:
+    def park_blocked(self, after: Collection[str] | None = None) -> list[str]:
         """See :meth:`TaskStore.park_blocked`."""
         with self._lock:
             now = self._now()
             parked: list[str] = []
-            frontier = [t.id for t in self._tasks.values() if t.status is Status.DEAD]
+            if after is None:
+                dead = {d for i in self._waiting for d in self._tasks[i].depends_on
+                        if self._tasks[d].status is Status.DEAD}
+                frontier = sorted(dead, key=self._seq.__getitem__)
+            else:
+                frontier = [i for i in after if i in self._tasks
+                            and self._tasks[i].status is Status.DEAD]
             while frontier:
                 nxt = []
                 for dead_id in frontier:
@@ -338,7 +423,7 @@ class MemoryStore:
                         child = self._tasks[child_id]
                         if child.status not in _CLAIMABLE:
                             continue
-                        child.status = Status.DEAD
+                        self._move(child, Status.DEAD)
                         child.reason = Reason.DEPENDENCY_DEAD.value
                         child.error = f"dependency {dead_id} is dead"
                         child.finished_at = now
@@ -363,7 +448,7 @@ class MemoryStore:
                 revived |= frontier
             for task_id in revived:
                 task = self._tasks[task_id]
-                task.status = Status.PENDING
+                self._move(task, Status.PENDING)
                 task.reason = Reason.REVIVED.value
                 task.attempts = 0
                 task.not_before = None
@@ -398,28 +483,28 @@ class MemoryStore:
     def mean_durations(self) -> dict[str, float]:
         """See :meth:`TaskStore.mean_durations`."""
         with self._lock:
-            sums: dict[str, list[float]] = {}
-            for t in self._tasks.values():
-                if t.status is Status.COMPLETED and t.started_at and t.finished_at:
-                    acc = sums.setdefault(t.kind, [0.0, 0])
-                    acc[0] += (t.finished_at - t.started_at).total_seconds()
-                    acc[1] += 1
-            return {k: s / n for k, (s, n) in sums.items()}
+            return {kind: total / n for kind, (total, n) in self._run_time.items() if n}
 
     def stats(self, *, run_id: str | None = None) -> StoreStats:
         """See :meth:`TaskStore.stats`."""
         with self._lock:
             counts = {s: 0 for s in Status}
+            if run_id is None:
+                for (_, status), n in self._counts.items():
+                    counts[status] += n
+                unfinished: Iterable[str] = [*self._waiting, *self._active]
+            else:
+                ids = self._by_run.get(run_id, {})
+                for task_id in ids:
+                    counts[self._tasks[task_id].status] += 1
+                unfinished = [i for i in ids if not self._tasks[i].status.finished]
             active: dict[str, int] = {}
             oldest: datetime | None = None
-            for t in self._tasks.values():
-                if run_id is not None and t.run_id != run_id:
-                    continue
-                counts[t.status] += 1
+            for task_id in unfinished:
+                t = self._tasks[task_id]
                 if t.status.active and t.assigned_to:
                     active[t.assigned_to] = active.get(t.assigned_to, 0) + 1
-                if not t.status.finished and t.created_at is not None and (
-                        oldest is None or t.created_at < oldest):
+                if t.created_at is not None and (oldest is None or t.created_at < oldest):
                     oldest = t.created_at
             return StoreStats(counts, active, oldest, self._now())
 
@@ -428,23 +513,42 @@ class MemoryStore:
         """See :meth:`ReportsWork.counts_by_kind`."""
         out: dict[str, dict[Status, int]] = {}
         with self._lock:
-            for t in self._tasks.values():
-                if run_id is None or t.run_id == run_id:
-                    row = out.setdefault(t.kind, dict.fromkeys(Status, 0))
-                    row[t.status] += 1
+            if run_id is None:
+                for (kind, status), n in self._counts.items():
+                    if n:
+                        out.setdefault(kind, dict.fromkeys(Status, 0))[status] = n
+                return out
+            for task_id in self._by_run.get(run_id, {}):
+                t = self._tasks[task_id]
+                out.setdefault(t.kind, dict.fromkeys(Status, 0))[t.status] += 1
         return out
 
-    def worker_totals(self) -> dict[str, WorkerTotals]:
+    def worker_totals(self, names: Collection[str] | None = None) -> dict[str, WorkerTotals]:
         """See :meth:`ReportsWork.worker_totals`."""
-        out: dict[str, WorkerTotals] = {}
         with self._lock:
-            for t in self._tasks.values():
-                if t.status is Status.COMPLETED and t.assigned_to:
-                    out.setdefault(t.assigned_to, WorkerTotals()).completed += 1
-                for entry in t.errors:
-                    if entry.get("worker"):
-                        out.setdefault(entry["worker"], WorkerTotals()).failed += 1
-        return out
+            return {name: replace(totals) for name, totals in self._totals.items()
+                    if names is None or name in names}
+
+    def history(self, *, run_id: str | None = None, points: int = 60,
+                since: float | None = None, until: float | None = None) -> list[TimelinePoint]:
+        """See :meth:`ReportsWork.history` (rebuilt from the records: this store keeps
+        everything in memory anyway)."""
+        with self._lock:
+            ids: Iterable[str] = self._by_run.get(run_id, {}) if run_id is not None \
+                else self._tasks
+            tasks = [self._tasks[i] for i in ids]
+            counts = {s: 0 for s in Status}
+            for task in tasks:
+                counts[task.status] += 1
+            now = self.clock.now()
+        if not tasks:
+            return []
+        changes = changes_of((t.status, t.created_at, t.started_at, t.finished_at,
+                              t.heartbeat_at) for t in tasks)
+        last = max(c[0] for c in changes) if changes else None
+        end = until if until is not None else default_until(now, last)
+        start, end = history_window(changes, since, end)
+        return history_points(counts, (c for c in changes if c[0] > start), start, end, points)
 
     def dependents(self, task_id: str) -> list[str]:
         """See :meth:`ReportsWork.dependents`."""

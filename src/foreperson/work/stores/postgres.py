@@ -58,17 +58,28 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigurationError, MissingDependency, StoreError
 from ...journal import RunRecord, Step, check_run_version, check_version
+from ..metrics import (
+    HISTORY_KEPT_S,
+    HISTORY_WINDOW_S,
+    TimelinePoint,
+    changes_of,
+    default_until,
+    history_points,
+    history_window,
+)
 from ..policy import Reason
 from ..store import (
     StoreStats,
     WorkerRecord,
     WorkerTotals,
     conflicting_readd,
+    pruned_readd,
     validate_new_tasks,
 )
 from ..task import Clock, Status, SystemClock, Task, from_epoch
-from ._pg_queries import Q
-from ._pg_schema import FRESH, LATEST, MIGRATIONS
+from ._pg_migrate import apply_migrations
+from ._pg_queries import COLUMNS, RUN_COLUMNS, Q
+from ._pg_schema import LATEST
 
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg
@@ -111,6 +122,16 @@ def _row_to_task(row: Sequence[Any]) -> Task:
         reason=reason, stale_after=stale_after, lease_expires_at=_utc(lease_expires_at),
         awaited=bool(awaited), trace_context=trace_context,
     )
+
+
+def _filters(**equal: Any) -> tuple[str, dict[str, Any]]:
+    """A ``WHERE`` clause of the equalities whose value is not None, and its parameters.
+    Written out, not as ``(%(x)s IS NULL OR x = %(x)s)``: a generic plan of that (psycopg
+    prepares a statement used five times) cannot use an index."""
+    given = {column: value for column, value in equal.items() if value is not None}
+    if not given:
+        return "", {}
+    return " WHERE " + " AND ".join(f"{c} = %({c})s" for c in given), given
 
 
 def _starting(start: bool | int, count: int) -> int:
@@ -163,39 +184,9 @@ def migrate_schema(dsn: str, *, schema: str | None = None,
     try:
         with psycopg.connect(dsn, autocommit=True, application_name="foreperson") as conn:
             conn.execute("SELECT set_config('search_path', quote_ident(%s), false)", (schema,))
-            with conn.transaction(), conn.cursor() as cur:
-                return _apply_migrations(cur, schema, target)
+            return apply_migrations(conn, schema, target)
     except psycopg.Error as exc:
         raise StoreError(f"cannot migrate schema {schema}: {exc}") from exc
-
-
-def _apply_migrations(cur: Any, schema: str, target: int | None) -> tuple[int, int]:
-    from psycopg import sql
-
-    target = LATEST if target is None else target
-    if not 0 <= target <= LATEST:
-        raise StoreError(f"no schema version {target}: this foreperson knows 0..{LATEST}")
-    cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"foreperson.migrate:{schema}",))
-    cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-    cur.execute("SELECT to_regclass(format('%%I.schema_migrations', %s::text))", (schema,))
-    version = 0
-    if cur.fetchone()[0] is not None:
-        cur.execute("SELECT coalesce(max(version), 0) FROM schema_migrations")
-        version = int(cur.fetchone()[0])
-    if version > target:
-        raise StoreError(f"schema {schema!r} is at version {version}, past {target}"
-                         + (": upgrade foreperson" if target == LATEST else ""))
-    if version == 0 and target == LATEST:
-        cur.execute(FRESH)
-        for number in range(1, LATEST + 1):
-            cur.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (number,))
-        log.info("installed schema %s at version %d", schema, LATEST)
-        return 0, LATEST
-    for number in range(version, target):
-        cur.execute(MIGRATIONS[number])
-        cur.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (number + 1,))
-        log.info("migrated schema %s to version %d", schema, number + 1)
-    return version, target
 
 
 class _Listener:
@@ -400,6 +391,13 @@ class PostgresStore:
         """The fake clock's time, or None: the SQL then uses the server's clock."""
         return None if self._fake_clock is None else from_epoch(self._fake_clock.now())
 
+    def _set_clock(self, cur: Any) -> None:
+        """With a fake clock (tests), tell the session its time, for the triggers that
+        keep the aggregates (``fp_clock()``); without one they use the server's."""
+        if self._fake_clock is not None:
+            cur.execute("SELECT set_config('foreperson.now', %s, false)",
+                        (from_epoch(self._fake_clock.now()).isoformat(),))  # type: ignore[union-attr]
+
     def _failed(self, exc: Exception) -> StoreError:
         psycopg = self._psycopg
         if isinstance(exc, psycopg.OperationalError):
@@ -423,6 +421,7 @@ class PostgresStore:
         if conn is not None:
             try:
                 with conn.cursor() as cur:
+                    self._set_clock(cur)
                     yield cur
             except psycopg.Error as exc:
                 self._local.failed = True
@@ -434,9 +433,11 @@ class PostgresStore:
             with self._pool.connection() as conn:
                 if transaction:
                     with conn.transaction(), conn.cursor() as cur:
+                        self._set_clock(cur)
                         yield cur
                 else:
                     with conn.cursor() as cur:
+                        self._set_clock(cur)
                         yield cur
         except psycopg.Error as exc:
             raise self._failed(exc) from exc
@@ -503,8 +504,11 @@ class PostgresStore:
         Raises:
             StoreError: the schema is past ``target``, or the database failed.
         """
-        with self._cursor(transaction=True) as cur:
-            return _apply_migrations(cur, self.schema, target)[1]
+        try:
+            with self._pool.connection() as conn:
+                return apply_migrations(conn, self.schema, target)[1]
+        except self._psycopg.Error as exc:
+            raise self._failed(exc) from exc
 
     def _run(self, name: str, params: Mapping[str, Any], *,
              transaction: bool = False) -> list[tuple[Any, ...]]:
@@ -544,6 +548,9 @@ class PostgresStore:
                 "traces": [None if t.trace_context is None else json.dumps(t.trace_context)
                            for t in tasks], "now": self._now()})
             rows = cur.fetchall()
+        pruned = [r for r in rows if r[0] == "pruned"]
+        if pruned:
+            raise pruned_readd(pruned[0][1], float(pruned[0][2]))
         conflicts = [r for r in rows if r[0] == "conflict"]
         if conflicts:
             _, task_id, kind, payload = conflicts[0]
@@ -558,11 +565,17 @@ class PostgresStore:
         return _row_to_task(rows[0]) if rows else None
 
     def list_tasks(self, status: Status | None = None, kind: str | None = None,
-                   limit: int | None = None, *, run_id: str | None = None) -> list[Task]:
+                   limit: int | None = None, *, run_id: str | None = None,
+                   newest_first: bool = False, offset: int = 0) -> list[Task]:
         """See :meth:`TaskStore.list_tasks`."""
-        return [_row_to_task(r) for r in self._run("list", {
-            "status": status.value if status else None, "kind": kind, "run": run_id,
-            "limit": limit})]
+        where, params = _filters(status=status and status.value, kind=kind, run_id=run_id)
+        order = "DESC" if newest_first else ""
+        with self._cursor(transaction=False) as cur:
+            cur.execute(f"SELECT {COLUMNS} FROM tasks{where} ORDER BY seq {order} "
+                        "LIMIT %(limit)s OFFSET %(offset)s",
+                        {**params, "limit": limit if limit is None else max(0, limit),
+                         "offset": max(0, offset)})
+            return [_row_to_task(r) for r in cur.fetchall()]
 
     def ready(self, kinds: Collection[str], limit: int) -> list[Task]:
         """See :meth:`TaskStore.ready`. Runs the claim itself and rolls it back, so
@@ -727,19 +740,28 @@ class PostgresStore:
         """See :meth:`TaskStore.reclaim_stale`. Expiry is judged by the server's clock;
         rows are picked ``FOR UPDATE SKIP LOCKED`` and updated only if still stale, so
         any number of processes may sweep at once. Also forgets worker processes not
-        seen for a day."""
-        return [r[0] for r in self._run("reclaim", {"prefix": holder_prefix})]
+        seen for a day, and folds the aggregates' deltas (one sweeper at a time)."""
+        reclaimed = [r[0] for r in self._run("reclaim", {"prefix": holder_prefix})]
+        self._run("fold", {})
+        return reclaimed
 
-    def park_blocked(self) -> list[str]:
+    def park_blocked(self, after: Collection[str] | None = None) -> list[str]:
         """See :meth:`TaskStore.park_blocked`."""
         parked: list[str] = []
         with self._cursor(transaction=True) as cur:
-            while True:
-                cur.execute(Q["park"], {"now": self._now()})
+            frontier = None if after is None else list(after)
+            while frontier is None or frontier:
+                if frontier is None:
+                    cur.execute(Q["park"], {"now": self._now()})
+                else:
+                    cur.execute(Q["park_after"], {"now": self._now(), "ids": frontier})
                 rows = [r[0] for r in cur.fetchall()]
                 if not rows:
                     return parked
                 parked.extend(rows)
+                if frontier is not None:
+                    frontier = rows
+            return parked
 
     def retry_dead(self, ids: Sequence[str] | None = None) -> list[str]:
         """See :meth:`TaskStore.retry_dead`."""
@@ -760,18 +782,26 @@ class PostgresStore:
         return {r[0]: _row_to_task(r) for r in self._run("finished_among", {"ids": list(ids)})}
 
     def mean_durations(self) -> dict[str, float]:
-        """See :meth:`TaskStore.mean_durations`."""
+        """See :meth:`TaskStore.mean_durations`: from the aggregates."""
         return {kind: float(mean) for kind, mean in self._run("mean_durations", {})
                 if mean is not None}
 
     def stats(self, *, run_id: str | None = None) -> StoreStats:
         """See :meth:`TaskStore.stats`. ``workers`` holds every worker process that
         registered with :meth:`worker_seen` (``foreperson worker`` does), with its last
-        heartbeat; ``now`` is the server's clock."""
-        ((counts_raw, active, oldest, now, workers),) = self._run("stats", {"run": run_id})
-        counts = {s: 0 for s in Status}
-        for status, n in counts_raw.items():
-            counts[Status(status)] = int(n)
+        heartbeat; ``now`` is the server's clock. The whole store's counts are the
+        aggregates plus the deltas not folded yet (folded here first when thousands wait:
+        a store nobody sweeps), one run's are counted on the ``(run_id, status)`` index."""
+        with self._cursor(transaction=False) as cur:
+            cur.execute(Q["stats" if run_id is None else "run_stats"],
+                        {"run": run_id, "now": self._now()})
+            ((active, oldest, now, workers, waiting),) = cur.fetchall()
+            if waiting > 5000:
+                cur.execute(Q["fold"])
+            cur.execute(Q["counts" if run_id is None else "run_counts"], {"run": run_id})
+            counts = {s: 0 for s in Status}
+            for _, status, n in cur.fetchall():
+                counts[Status(status)] += int(n)
         seen = {k: from_epoch(float(v)) for k, v in workers.items()}
         return StoreStats(counts, {k: int(v) for k, v in active.items()}, _utc(oldest),
                           _utc(now) or datetime.now(UTC),
@@ -806,18 +836,44 @@ class PostgresStore:
     def counts_by_kind(self, *, run_id: str | None = None) -> dict[str, dict[Status, int]]:
         """See :meth:`ReportsWork.counts_by_kind`."""
         out: dict[str, dict[Status, int]] = {}
-        for kind, status, n in self._run("counts_by_kind", {"run": run_id}):
+        for kind, status, n in self._run("counts" if run_id is None else "run_counts",
+                                         {"run": run_id}):
             out.setdefault(kind, dict.fromkeys(Status, 0))[Status(status)] = int(n)
         return out
 
-    def worker_totals(self) -> dict[str, WorkerTotals]:
-        """See :meth:`ReportsWork.worker_totals`."""
-        out: dict[str, WorkerTotals] = {}
-        for name, n in self._run("completed_by_worker", {}):
-            out.setdefault(name, WorkerTotals()).completed = int(n)
-        for name, n in self._run("failed_by_worker", {}):
-            out.setdefault(name, WorkerTotals()).failed = int(n)
-        return out
+    def worker_totals(self, names: Collection[str] | None = None) -> dict[str, WorkerTotals]:
+        """See :meth:`ReportsWork.worker_totals`: from the aggregates."""
+        return {name: WorkerTotals(int(done), int(failed)) for name, done, failed in self._run(
+            "worker_totals", {"names": None if names is None else sorted(set(names))})}
+
+    def history(self, *, run_id: str | None = None, points: int = 60,
+                since: float | None = None, until: float | None = None) -> list[TimelinePoint]:
+        """See :meth:`ReportsWork.history`: the whole store's from the changes kept per
+        second (the window's only), one run's from its records' timestamps."""
+        stats = self.stats(run_id=run_id)
+        now = stats.now.timestamp()
+        if run_id is not None:
+            rows = self._run("run_history", {"run": run_id})
+            if not rows:
+                return []
+            def when(value: Any) -> datetime | None:
+                return None if value is None else from_epoch(float(value))
+
+            changes = changes_of((Status(st), when(c), when(s), when(f), when(h))
+                                 for st, c, s, f, h in rows)
+            start = since if since is not None else float(min(c[0] for c in changes))
+            end = until if until is not None else (
+                now if stats.unfinished else float(max(c[0] for c in changes)))
+            return history_points(stats.counts, (c for c in changes if c[0] > start), start,
+                                  max(start, end), points)
+        ((last,),) = self._run("history_last", {})
+        end = until if until is not None else default_until(now, last)
+        low = max(since if since is not None else end - HISTORY_WINDOW_S, now - HISTORY_KEPT_S)
+        changes = [(int(at), Status(status), int(n))
+                   for at, status, n in self._run("history", {"low": int(low)})]
+        start, end = history_window(changes, since, end)
+        return history_points(stats.counts, (c for c in changes if c[0] > start), start, end,
+                              points)
 
     def dependents(self, task_id: str) -> list[str]:
         """See :meth:`ReportsWork.dependents`."""
@@ -865,8 +921,12 @@ class PostgresStore:
     def list_runs(self, *, user_id: str | None = None, status: str | None = None,
                   limit: int = 100) -> list[RunRecord]:
         """See :meth:`foreperson.journal.RunLedger.list_runs`."""
-        return [_row_to_run(r) for r in self._run("run_list", {
-            "user_id": user_id, "status": status, "limit": max(0, limit)})]
+        where, params = _filters(user_id=user_id, status=status)
+        with self._cursor(transaction=False) as cur:
+            cur.execute(f"SELECT {RUN_COLUMNS} FROM runs{where} "
+                        "ORDER BY created_at DESC, seq DESC LIMIT %(limit)s",
+                        {**params, "limit": max(0, limit)})
+            return [_row_to_run(r) for r in cur.fetchall()]
 
     def claim_run(self, run_id: str, owner: str, lease_s: float, *,
                   take_from: str | None = None) -> RunRecord | None:

@@ -21,133 +21,28 @@ from typing import Any
 
 from ...errors import ConfigurationError, StoreError
 from ...journal import RunRecord, Step, check_run_version, check_version
+from ..metrics import (
+    HISTORY_KEPT_S,
+    HISTORY_WINDOW_S,
+    TimelinePoint,
+    changes_of,
+    default_until,
+    history_points,
+    history_window,
+)
 from ..policy import EFFECT_CLAIMED, EFFECT_DONE, Reason
-from ..store import ReadyTask, StoreStats, WorkerRecord, WorkerTotals, validate_new_tasks
+from ..store import (
+    ReadyTask,
+    StoreStats,
+    WorkerRecord,
+    WorkerTotals,
+    pruned_readd,
+    validate_new_tasks,
+)
 from ..task import Clock, Status, SystemClock, Task, from_epoch, to_epoch
+from ._sqlite_schema import MIGRATIONS, statements
 
-__all__ = ["SqliteStore"]
-
-# Numbered migrations: index i brings a database from version i to i + 1.
-MIGRATIONS: list[str] = [
-    """
-    CREATE TABLE tasks (
-        seq          INTEGER PRIMARY KEY,
-        id           TEXT NOT NULL UNIQUE,
-        kind         TEXT NOT NULL,
-        payload      TEXT NOT NULL,
-        status       TEXT NOT NULL,
-        assigned_to  TEXT,
-        attempts     INTEGER NOT NULL DEFAULT 0,
-        max_attempts INTEGER NOT NULL,
-        result       TEXT,
-        error        TEXT,
-        heartbeat_at REAL,
-        depends_on   TEXT NOT NULL DEFAULT '[]',
-        locks        TEXT NOT NULL DEFAULT '[]',
-        created_at   REAL NOT NULL,
-        started_at   REAL,
-        finished_at  REAL,
-        not_before   REAL,
-        estimate_s   REAL,
-        errors       TEXT NOT NULL DEFAULT '[]',
-        lease_token  TEXT
-    );
-    CREATE INDEX tasks_claimable ON tasks (kind, seq) WHERE status IN ('pending', 'failed');
-    CREATE INDEX tasks_active ON tasks (heartbeat_at) WHERE status IN ('assigned', 'running');
-    CREATE INDEX tasks_status ON tasks (status);
-    CREATE TABLE task_deps (
-        task_id TEXT NOT NULL,
-        dep_id  TEXT NOT NULL,
-        PRIMARY KEY (task_id, dep_id)
-    ) WITHOUT ROWID;
-    CREATE INDEX task_deps_dep ON task_deps (dep_id);
-    CREATE TABLE task_locks (
-        task_id TEXT NOT NULL,
-        lock    TEXT NOT NULL,
-        PRIMARY KEY (task_id, lock)
-    ) WITHOUT ROWID;
-    CREATE TABLE held_locks (
-        lock    TEXT PRIMARY KEY,
-        task_id TEXT NOT NULL
-    ) WITHOUT ROWID;
-    CREATE TABLE effects (
-        key        TEXT PRIMARY KEY,
-        task_id    TEXT NOT NULL,
-        created_at REAL NOT NULL
-    ) WITHOUT ROWID;
-    """,
-]
-
-MIGRATIONS.append(
-    # 1 -> 2: runs, reason codes, per-task leases, at-least-once effects, the step journal
-    """
-    ALTER TABLE tasks ADD COLUMN run_id TEXT;
-    ALTER TABLE tasks ADD COLUMN parent_id TEXT;
-    ALTER TABLE tasks ADD COLUMN reason TEXT;
-    ALTER TABLE tasks ADD COLUMN stale_after REAL;
-    ALTER TABLE tasks ADD COLUMN lease_s REAL;
-    ALTER TABLE tasks ADD COLUMN lease_expires_at REAL;
-    ALTER TABLE tasks ADD COLUMN awaited INTEGER NOT NULL DEFAULT 0;
-    UPDATE tasks SET reason = 'dependency_dead' WHERE status = 'dead' AND error LIKE 'dependency %';
-    UPDATE tasks SET lease_s = 90.0, lease_expires_at = heartbeat_at + 90.0
-        WHERE status IN ('assigned', 'running');
-    DROP INDEX tasks_active;
-    CREATE INDEX tasks_active ON tasks (lease_expires_at) WHERE status IN ('assigned', 'running');
-    CREATE INDEX tasks_run ON tasks (run_id, status) WHERE run_id IS NOT NULL;
-    ALTER TABLE effects ADD COLUMN lease_token TEXT;
-    ALTER TABLE effects ADD COLUMN state TEXT NOT NULL DEFAULT 'done';
-    CREATE TABLE steps (
-        seq        INTEGER PRIMARY KEY,
-        run_id     TEXT NOT NULL,
-        key        TEXT NOT NULL,
-        kind       TEXT NOT NULL,
-        version    INTEGER NOT NULL,
-        digest     TEXT NOT NULL,
-        result     TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        UNIQUE (run_id, key)
-    );
-    """)
-
-MIGRATIONS.append(
-    # 2 -> 3: durable runs (foreperson.runtime): who a run belongs to, who runs it now, how
-    # it ended; a step's request summary, to say how a divergent replay differs
-    """
-    CREATE TABLE runs (
-        run_id           TEXT PRIMARY KEY,
-        agent            TEXT NOT NULL,
-        user_id          TEXT,
-        status           TEXT NOT NULL,
-        input            TEXT NOT NULL,
-        result           TEXT,
-        error            TEXT,
-        stop_reason      TEXT,
-        owner            TEXT,
-        lease_expires_at REAL,
-        version          INTEGER NOT NULL,
-        created_at       REAL NOT NULL,
-        updated_at       REAL NOT NULL
-    );
-    CREATE INDEX runs_created ON runs (created_at);
-    CREATE INDEX runs_user ON runs (user_id, created_at);
-    ALTER TABLE steps ADD COLUMN request TEXT;
-    """)
-
-MIGRATIONS.append(
-    # 3 -> 4: observability: the trace context a task was created under (a W3C carrier,
-    # JSON), and workers with the process that runs each (as PostgreSQL's)
-    """
-    ALTER TABLE tasks ADD COLUMN trace_context TEXT;
-    CREATE TABLE workers (
-        name         TEXT PRIMARY KEY,
-        kinds        TEXT NOT NULL DEFAULT '[]',
-        concurrency  INTEGER NOT NULL DEFAULT 1,
-        host         TEXT,
-        pid          INTEGER,
-        started_at   REAL NOT NULL,
-        heartbeat_at REAL NOT NULL
-    );
-    """)
+__all__ = ["MIGRATIONS", "SqliteStore"]
 
 _COLUMNS = ("id, kind, payload, status, assigned_to, attempts, max_attempts, result, error, "
             "heartbeat_at, depends_on, locks, created_at, started_at, finished_at, not_before, "
@@ -235,15 +130,25 @@ Q = {
           AND (lease_expires_at < :now
                OR (:prefix IS NOT NULL AND substr(assigned_to, 1, length(:prefix)) = :prefix))
         RETURNING id, seq""",
-    # driven from the DEAD tasks (few), not from every waiting one
+    # every waiting task with a dependency that is DEAD (the waiting are the tasks_status
+    # index's PENDING and FAILED entries: the work at hand, never the history)
     "park": """
         UPDATE tasks SET status = 'dead', finished_at = :now, reason = 'dependency_dead',
             error = 'dependency ' || (SELECT d.dep_id FROM task_deps d JOIN tasks p
                                       ON p.id = d.dep_id WHERE d.task_id = tasks.id
-                                      AND p.status = 'dead' LIMIT 1) || ' is dead'
-        WHERE status IN ('pending', 'failed') AND id IN (
-            SELECT d.task_id FROM tasks p JOIN task_deps d ON d.dep_id = p.id
-            WHERE p.status = 'dead')
+                                      AND p.status = 'dead' ORDER BY d.dep_id LIMIT 1)
+                    || ' is dead'
+        WHERE status IN ('pending', 'failed') AND depends_on != '[]' AND EXISTS (
+            SELECT 1 FROM task_deps d JOIN tasks p ON p.id = d.dep_id
+            WHERE d.task_id = tasks.id AND p.status = 'dead')
+        RETURNING id""",
+    # the waiting direct dependents of one DEAD task
+    "park_after": """
+        UPDATE tasks SET status = 'dead', finished_at = :now, reason = 'dependency_dead',
+            error = 'dependency ' || :id || ' is dead'
+        WHERE status IN ('pending', 'failed')
+          AND id IN (SELECT task_id FROM task_deps WHERE dep_id = :id)
+          AND EXISTS (SELECT 1 FROM tasks p WHERE p.id = :id AND p.status = 'dead')
         RETURNING id""",
     "parked_dependents": """
         SELECT t.id FROM task_deps d JOIN tasks t ON t.id = d.task_id
@@ -282,18 +187,7 @@ Q = {
             kinds = excluded.kinds, concurrency = excluded.concurrency,
             host = excluded.host, pid = excluded.pid""",
     "worker_gone": "DELETE FROM workers WHERE name = :name",
-    "completed_by_worker": """
-        SELECT assigned_to, COUNT(*) FROM tasks
-        WHERE status = 'completed' AND assigned_to IS NOT NULL GROUP BY assigned_to""",
-    "failed_by_worker": """
-        SELECT json_extract(e.value, '$.worker') AS w, COUNT(*)
-        FROM tasks, json_each(tasks.errors) AS e
-        WHERE tasks.errors != '[]' AND w IS NOT NULL GROUP BY w""",
     "run_get": f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = :run_id",
-    "run_list": f"""
-        SELECT {_RUN_COLUMNS} FROM runs
-        WHERE (:user_id IS NULL OR user_id = :user_id) AND (:status IS NULL OR status = :status)
-        ORDER BY created_at DESC, rowid DESC LIMIT :limit""",
     "run_claim": f"""
         UPDATE runs SET owner = :owner, status = 'running', updated_at = :now,
             lease_expires_at = :now + :lease
@@ -309,6 +203,18 @@ Q = {
             updated_at = :now
         WHERE run_id = :run_id AND owner = :owner""",
 }
+
+
+_UNFINISHED = "status IN ('pending', 'assigned', 'running', 'failed')"
+
+
+def _filters(**equal: Any) -> tuple[str, dict[str, Any]]:
+    """A ``WHERE`` clause of the equalities whose value is not None, and its parameters.
+    Written out, not as ``(:x IS NULL OR x = :x)``, which no index can serve."""
+    given = {column: value for column, value in equal.items() if value is not None}
+    if not given:
+        return "", {}
+    return " WHERE " + " AND ".join(f"{c} = :{c}" for c in given), given
 
 
 def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
@@ -401,6 +307,12 @@ class SqliteStore:
             self._conn = sqlite3.connect(self.path, isolation_level=None,
                                          check_same_thread=False,
                                          timeout=busy_timeout_s)
+            # the triggers that keep the aggregates read the time from the store's clock
+            self._conn.create_function("foreperson_now", 0, self.clock.now)
+            if self._conn.execute("PRAGMA user_version").fetchone()[0] == 0 and \
+                    not self._conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
+                # a new file: space freed by prune() can be given back in small steps
+                self._conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
             self._conn.execute("PRAGMA foreign_keys=OFF")
@@ -418,9 +330,8 @@ class SqliteStore:
                     f"{self.path} has schema version {version}, newer than this foreperson "
                     f"({len(MIGRATIONS)}): upgrade foreperson")
             for number in range(version, len(MIGRATIONS)):
-                for statement in MIGRATIONS[number].split(";"):
-                    if statement.strip():
-                        db.execute(statement)
+                for statement in statements(MIGRATIONS[number]):
+                    db.execute(statement)
                 db.execute(f"PRAGMA user_version = {number + 1}")
 
     @property
@@ -522,6 +433,13 @@ class SqliteStore:
 
             already = stored([t.id for t in tasks])
             validate_new_tasks(tasks, lambda ids: set(stored(ids)), already)
+            fresh_ids = [t.id for t in tasks if t.id not in already]
+            for i in range(0, len(fresh_ids), 500):
+                chunk = fresh_ids[i:i + 500]
+                gone = db.execute("SELECT id, pruned_at FROM pruned_tasks WHERE id IN "
+                                  f"({','.join('?' * len(chunk))}) LIMIT 1", chunk).fetchone()
+                if gone is not None:
+                    raise pruned_readd(gone[0], gone[1])
             now = self.clock.now()
             fresh = [t for t in tasks if t.id not in already]
             db.executemany(Q["insert"], [
@@ -545,14 +463,15 @@ class SqliteStore:
         return _row_to_task(rows[0]) if rows else None
 
     def list_tasks(self, status: Status | None = None, kind: str | None = None,
-                   limit: int | None = None, *, run_id: str | None = None) -> list[Task]:
+                   limit: int | None = None, *, run_id: str | None = None,
+                   newest_first: bool = False, offset: int = 0) -> list[Task]:
         """See :meth:`TaskStore.list_tasks`."""
-        rows = self._read(
-            f"SELECT {_COLUMNS} FROM tasks WHERE (:status IS NULL OR status = :status) "
-            "AND (:kind IS NULL OR kind = :kind) AND (:run IS NULL OR run_id = :run) "
-            "ORDER BY seq LIMIT :limit",
-            {"status": status.value if status else None, "kind": kind, "run": run_id,
-             "limit": -1 if limit is None else limit})
+        where, params = _filters(status=status and status.value, kind=kind, run_id=run_id)
+        order = "DESC" if newest_first else ""
+        rows = self._read(f"SELECT {_COLUMNS} FROM tasks{where} ORDER BY seq {order} "
+                          "LIMIT :limit OFFSET :offset",
+                          {**params, "limit": -1 if limit is None else max(0, limit),
+                           "offset": max(0, offset)})
         return [_row_to_task(r) for r in rows]
 
     def _ready_rows(self, db: sqlite3.Connection, kinds: Collection[str], limit: int,
@@ -750,11 +669,19 @@ class SqliteStore:
                 db.execute(Q["free_locks"], {"id": task_id})
             return [task_id for task_id, _ in sorted(rows, key=lambda r: r[1])]
 
-    def park_blocked(self) -> list[str]:
+    def park_blocked(self, after: Collection[str] | None = None) -> list[str]:
         """See :meth:`TaskStore.park_blocked`."""
         parked: list[str] = []
         with self._tx() as db:
             now = self.clock.now()
+            if after is not None:
+                frontier = list(after)
+                while frontier:
+                    found = [r[0] for dead in frontier for r in db.execute(
+                        Q["park_after"], {"now": now, "id": dead})]
+                    parked.extend(found)
+                    frontier = found
+                return parked
             while True:
                 rows = db.execute(Q["park"], {"now": now}).fetchall()
                 if not rows:
@@ -816,28 +743,30 @@ class SqliteStore:
         return out
 
     def mean_durations(self) -> dict[str, float]:
-        """See :meth:`TaskStore.mean_durations`."""
-        rows = self._read("SELECT kind, AVG(finished_at - started_at) FROM tasks "
-                          "WHERE status = 'completed' AND started_at IS NOT NULL "
-                          "GROUP BY kind")
-        return {kind: mean for kind, mean in rows if mean is not None}
+        """See :meth:`TaskStore.mean_durations`: from the aggregates (``task_counts``)."""
+        return dict(self._read("SELECT kind, run_s / run_n FROM task_counts "
+                               "WHERE status = 'completed' AND run_n > 0"))
 
     def stats(self, *, run_id: str | None = None) -> StoreStats:
-        """See :meth:`TaskStore.stats`."""
-        scope = "" if run_id is None else " AND run_id = :run"
-        params = {"run": run_id}
+        """See :meth:`TaskStore.stats`. The whole store's counts come from the aggregates,
+        one run's from the ``(run_id, status)`` index; the rest reads unfinished tasks
+        only (indexes on the held and the unfinished), never the history."""
         with self._lock:
             now = self.clock.now()
             counts = {s: 0 for s in Status}
-            for status, n in self._read(
-                    f"SELECT status, COUNT(*) FROM tasks WHERE 1{scope} GROUP BY status",
-                    params):
-                counts[Status(status)] = n
+            if run_id is None:
+                rows = self._read("SELECT status, sum(n) FROM task_counts GROUP BY status")
+            else:
+                rows = self._read("SELECT status, count(*) FROM tasks WHERE run_id = ? "
+                                  "GROUP BY status", (run_id,))
+            for status, n in rows:
+                counts[Status(status)] = int(n)
+            scope = "" if run_id is None else " AND run_id = :run"
             active = dict(self._read(
-                "SELECT assigned_to, COUNT(*) FROM tasks WHERE status IN ('assigned', 'running') "
-                f"AND assigned_to IS NOT NULL{scope} GROUP BY assigned_to", params))
-            oldest = self._read("SELECT MIN(created_at) FROM tasks "
-                                f"WHERE status NOT IN ('completed', 'dead'){scope}", params)[0][0]
+                "SELECT assigned_to, count(*) FROM tasks WHERE status IN ('assigned', 'running') "
+                f"AND assigned_to IS NOT NULL{scope} GROUP BY assigned_to", {"run": run_id}))
+            oldest = self._read(f"SELECT min(created_at) FROM tasks WHERE {_UNFINISHED}{scope}",
+                                {"run": run_id})[0][0]
             workers = {name: from_epoch(seen) for name, seen in
                        self._read("SELECT name, heartbeat_at FROM workers")}
         return StoreStats(counts, active, from_epoch(oldest),
@@ -866,20 +795,58 @@ class SqliteStore:
     def counts_by_kind(self, *, run_id: str | None = None) -> dict[str, dict[Status, int]]:
         """See :meth:`ReportsWork.counts_by_kind`."""
         out: dict[str, dict[Status, int]] = {}
-        for kind, status, n in self._read(
-                "SELECT kind, status, COUNT(*) FROM tasks WHERE (:run IS NULL OR run_id = :run) "
-                "GROUP BY kind, status", {"run": run_id}):
-            out.setdefault(kind, dict.fromkeys(Status, 0))[Status(status)] = n
+        rows = (self._read("SELECT kind, status, n FROM task_counts WHERE n != 0")
+                if run_id is None else
+                self._read("SELECT kind, status, count(*) FROM tasks WHERE run_id = ? "
+                           "GROUP BY kind, status", (run_id,)))
+        for kind, status, n in rows:
+            out.setdefault(kind, dict.fromkeys(Status, 0))[Status(status)] = int(n)
         return out
 
-    def worker_totals(self) -> dict[str, WorkerTotals]:
-        """See :meth:`ReportsWork.worker_totals`."""
-        out: dict[str, WorkerTotals] = {}
-        for name, n in self._read(Q["completed_by_worker"]):
-            out.setdefault(name, WorkerTotals()).completed = n
-        for name, n in self._read(Q["failed_by_worker"]):
-            out.setdefault(name, WorkerTotals()).failed = n
-        return out
+    def worker_totals(self, names: Collection[str] | None = None) -> dict[str, WorkerTotals]:
+        """See :meth:`ReportsWork.worker_totals`: from the aggregates (``worker_counts``)."""
+        if names is None:
+            rows = self._read("SELECT name, completed, failed FROM worker_counts")
+        else:
+            wanted = sorted(set(names))
+            rows = [r for i in range(0, len(wanted), 500) for r in self._read(
+                "SELECT name, completed, failed FROM worker_counts WHERE name IN "
+                f"({','.join('?' * len(wanted[i:i + 500]))})", wanted[i:i + 500])]
+        return {name: WorkerTotals(int(done), int(failed)) for name, done, failed in rows}
+
+    def history(self, *, run_id: str | None = None, points: int = 60,
+                since: float | None = None, until: float | None = None) -> list[TimelinePoint]:
+        """See :meth:`ReportsWork.history`. The whole store's from ``task_history`` (the
+        changes since the window's start only), one run's from its records' timestamps."""
+        now = self.clock.now()
+        if run_id is not None:
+            return self._run_history(run_id, points, since, until, now)
+        last = self._read("SELECT max(at) FROM task_history")[0][0]
+        end = until if until is not None else default_until(now, last)
+        low = max(since if since is not None else end - HISTORY_WINDOW_S, now - HISTORY_KEPT_S)
+        changes = [(at, Status(status), n) for at, status, n in self._read(
+            "SELECT at, status, n FROM task_history WHERE at >= ? AND n != 0", (int(low),))]
+        start, end = history_window(changes, since, end)
+        return history_points(self.stats().counts, (c for c in changes if c[0] > start),
+                              start, end, points)
+
+    def _run_history(self, run_id: str, points: int, since: float | None,
+                     until: float | None, now: float) -> list[TimelinePoint]:
+        rows = self._read("SELECT status, created_at, started_at, finished_at, heartbeat_at "
+                          "FROM tasks WHERE run_id = ?", (run_id,))
+        if not rows:
+            return []
+        changes = changes_of((Status(st), from_epoch(c), from_epoch(s), from_epoch(f),
+                              from_epoch(h)) for st, c, s, f, h in rows)
+        counts = {s: 0 for s in Status}
+        for row in rows:
+            counts[Status(row[0])] += 1
+        start = since if since is not None else float(min(c[0] for c in changes))
+        end = until if until is not None else (
+            now if counts[Status.PENDING] + counts[Status.RUNNING] + counts[Status.ASSIGNED]
+            + counts[Status.FAILED] else float(max(c[0] for c in changes)))
+        return history_points(counts, (c for c in changes if c[0] > start), start,
+                              max(start, end), points)
 
     def dependents(self, task_id: str) -> list[str]:
         """See :meth:`ReportsWork.dependents`."""
@@ -935,8 +902,10 @@ class SqliteStore:
     def list_runs(self, *, user_id: str | None = None, status: str | None = None,
                   limit: int = 100) -> list[RunRecord]:
         """See :meth:`foreperson.journal.RunLedger.list_runs`."""
-        return [_row_to_run(r) for r in self._read(Q["run_list"], {
-            "user_id": user_id, "status": status, "limit": max(0, limit)})]
+        where, params = _filters(user_id=user_id, status=status)
+        return [_row_to_run(r) for r in self._read(
+            f"SELECT {_RUN_COLUMNS} FROM runs{where} ORDER BY created_at DESC, rowid DESC "
+            "LIMIT :limit", {**params, "limit": max(0, limit)})]
 
     def claim_run(self, run_id: str, owner: str, lease_s: float, *,
                   take_from: str | None = None) -> RunRecord | None:
