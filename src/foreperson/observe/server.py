@@ -5,20 +5,24 @@ in this package: no CDN, works offline) that polls a JSON API once a second:
 
 * ``GET /``, ``/task/<id>``, ``/runs``, ``/runs/<id>``: the page (it routes by path);
 * ``GET /api/snapshot[?run=ID]``: seed 000's three numbers now (tasks by status and
-  kind, active per worker, oldest unfinished age), the workers, the DEAD and FAILED
-  tasks with every attempt's error;
-* ``GET /api/history[?run=ID]``: tasks by status over time, rebuilt from the records;
+  kind, active per worker, oldest unfinished age), the live workers, the newest DEAD
+  and FAILED tasks with every attempt's error;
+* ``GET /api/tasks?status=dead|failed&offset=N``: the next page of DEAD or FAILED tasks;
+* ``GET /api/history[?run=ID]``: unfinished, COMPLETED and DEAD tasks over the last
+  hour of activity (or one run), from the changes the store keeps per second;
 * ``GET /api/task/<id>``: one task with its dependencies, dependents and timeline;
 * ``GET /api/runs``, ``GET /api/runs/<id>``: durable agent runs and a run as a tree;
 * ``GET /metrics``: Prometheus metrics (with ``prometheus-client``);
 * ``POST /api/retry`` (only with ``allow_retry``): revive DEAD tasks, the rule of
   ``foreperson retry``.
 
-Read-only by default. Safety: every value reaches the page as JSON and is put in the
-document as text (never as markup), under a Content-Security-Policy that allows only
-this server's own script; the server answers only requests whose ``Host`` is the
-address it is bound to (no DNS rebinding), and a retry must be a same-origin JSON POST
-carrying the page's per-process token (no cross-site request can forge one).
+Every answer costs what it shows, not what the store holds: a year of history is read
+through aggregates and indexes, never row by row. Read-only by default. Safety: every
+value reaches the page as JSON and is put in the document as text (never as markup),
+under a Content-Security-Policy that allows only this server's own script; the server
+answers only requests whose ``Host`` is the address it is bound to (no DNS rebinding),
+and a retry must be a same-origin JSON POST carrying the page's per-process token (no
+cross-site request can forge one).
 """
 
 from __future__ import annotations
@@ -35,14 +39,13 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..cli.status import worker_health
 from ..errors import StoreError
 from ..journal import RunLedger
-from ..work.metrics import timeline
-from ..work.store import ReportsWork, TaskStore, TracksWorkers
+from ..work.store import ReportsWork, TaskStore
 from ..work.task import Status, Task
+from .workers import live_workers
 
-__all__ = ["StatusServer", "snapshot", "task_detail"]
+__all__ = ["StatusServer", "history", "problems", "snapshot", "task_detail"]
 
 log = logging.getLogger("foreperson.observe")
 
@@ -67,79 +70,64 @@ def _task_row(task: Task) -> dict[str, Any]:
             "not_before": _iso(task.not_before)}
 
 
-def _workers(store: TaskStore, stats: Any) -> list[dict[str, Any]]:
-    held = store.list_tasks(status=Status.ASSIGNED) + store.list_tasks(status=Status.RUNNING)
-    health = worker_health(stats, held)
-    totals = store.worker_totals() if isinstance(store, ReportsWork) else {}
-    records = {w.name: w for w in store.list_workers()} if isinstance(store, TracksWorkers) \
-        else {}
-    last_beat: dict[str, datetime] = {}
-    for task in held:
-        if task.assigned_to and task.heartbeat_at is not None:
-            seen = last_beat.get(task.assigned_to)
-            last_beat[task.assigned_to] = max(seen, task.heartbeat_at) if seen else \
-                task.heartbeat_at
-    names = set(stats.active_by_worker) | set(records) | set(totals)
-    out = []
-    for name in sorted(names):
-        record = records.get(name)
-        beat = record.heartbeat_at if record is not None else last_beat.get(name)
-        total = totals.get(name)
-        out.append({
-            "name": name,
-            "process": (f"{record.host}:{record.pid}" if record is not None and record.host
-                        else None),
-            "last_heartbeat": _iso(beat),
-            "active": stats.active_by_worker.get(name, 0),
-            "completed": total.completed if total else 0,
-            "failed": total.failed if total else 0,
-            "health": health.get(name, "finished" if not stats.active_by_worker.get(name)
-                                 else "ok"),
-        })
-    return out
+def problems(store: TaskStore, status: Status, *, run_id: str | None = None,
+             limit: int = PROBLEMS_SHOWN, offset: int = 0) -> list[dict[str, Any]]:
+    """A page of the DEAD (or FAILED) tasks, the newest first, with every attempt's error
+    (an index read of the page, however many there are).
+
+    Args:
+        store: the store.
+        status: ``Status.DEAD`` or ``Status.FAILED``.
+        run_id: one run's (None: the whole store's).
+        limit: tasks in the page.
+        offset: tasks skipped, newest first (the next page: ``offset + limit``).
+    """
+    return [_task_row(t) for t in store.list_tasks(status=status, run_id=run_id,
+                                                   limit=limit, offset=offset,
+                                                   newest_first=True)]
 
 
 def snapshot(store: TaskStore, *, run_id: str | None = None,
              limit: int = PROBLEMS_SHOWN) -> dict[str, Any]:
-    """What the page shows now, as JSON.
+    """What the page shows now, as JSON; its cost does not grow with the history.
 
     Args:
         store: the store.
         run_id: one run's tasks (None: the whole store). Workers are the store's.
-        limit: most DEAD and most FAILED tasks listed.
+        limit: most DEAD and most FAILED tasks listed (the newest; the counts say how
+            many there are, ``/api/tasks`` pages through the rest).
 
     Returns:
         ``now``, ``total``, ``counts`` (status -> n), ``by_kind`` (kind -> status -> n),
         ``active_by_worker``, ``oldest_unfinished_age_s`` (seconds or None),
-        ``workers`` (name, process, last_heartbeat, active, completed, failed, health),
-        ``dead`` and ``failed`` (tasks with every attempt's error).
+        ``workers`` (the live ones: name, process, last_heartbeat, active, completed,
+        failed, health), ``dead`` and ``failed`` (tasks with every attempt's error).
 
     Raises:
         StoreError: the store failed.
     """
     stats = store.stats(run_id=run_id)
     by_kind = store.counts_by_kind(run_id=run_id) if isinstance(store, ReportsWork) else {}
-    problems = {}
-    for status in (Status.DEAD, Status.FAILED):
-        rows = store.list_tasks(status=status, run_id=run_id)
-        problems[status.value] = [_task_row(t) for t in rows[-limit:][::-1]]
     return {
         "now": _iso(stats.now), "run_id": run_id, "total": stats.total,
         "counts": {s.value: n for s, n in stats.counts.items()},
         "by_kind": {k: {s.value: n for s, n in v.items()} for k, v in sorted(by_kind.items())},
         "active_by_worker": stats.active_by_worker,
         "oldest_unfinished_age_s": stats.oldest_unfinished_age_s,
-        "workers": _workers(store, stats),
-        "dead": problems["dead"], "failed": problems["failed"],
+        "workers": live_workers(store, stats),
+        "dead": problems(store, Status.DEAD, run_id=run_id, limit=limit),
+        "failed": problems(store, Status.FAILED, run_id=run_id, limit=limit),
     }
 
 
 def history(store: TaskStore, *, run_id: str | None = None, points: int = 60
             ) -> list[dict[str, Any]]:
-    """Tasks by status over time, rebuilt from the records (:func:`timeline`)."""
-    return [{"at": _iso(p.at), "waiting": p.waiting, "running": p.running,
-             "completed": p.completed, "dead": p.dead}
-            for p in timeline(store.list_tasks(run_id=run_id), points)]
+    """Unfinished, COMPLETED and DEAD tasks over the last hour of activity (or over one
+    run), from the store's kept changes (:meth:`~foreperson.work.store.ReportsWork.history`)."""
+    if not isinstance(store, ReportsWork):
+        return []
+    return [{"at": _iso(p.at), "unfinished": p.unfinished, "completed": p.completed,
+             "dead": p.dead} for p in store.history(run_id=run_id, points=points)]
 
 
 def _brief(store: TaskStore, ids: list[str]) -> list[dict[str, Any]]:
@@ -384,6 +372,8 @@ class _Handler(BaseHTTPRequestHandler):
                                        "allow_retry": self.app.allow_retry})
         elif path == "/api/history":
             self._json(HTTPStatus.OK, history(store, run_id=run_id))
+        elif path == "/api/tasks":
+            self._page_of_problems(query, run_id)
         elif path.startswith("/api/task/"):
             self._found(task_detail(store, unquote(path[len("/api/task/"):])), "no such task")
         elif path == "/api/runs":
@@ -394,6 +384,25 @@ class _Handler(BaseHTTPRequestHandler):
             self._metrics()
         else:
             self._error(HTTPStatus.NOT_FOUND, "not found")
+
+    def _page_of_problems(self, query: dict[str, str], run_id: str | None) -> None:
+        """``/api/tasks?status=dead|failed&offset=N[&limit=M][&run=ID]``: a page of the
+        DEAD or FAILED tasks, the newest first."""
+        try:
+            status = Status(query.get("status", "dead"))
+            offset = int(query.get("offset", "0"))
+            limit = int(query.get("limit", str(PROBLEMS_SHOWN)))
+        except ValueError:
+            self._error(HTTPStatus.BAD_REQUEST, "status is dead or failed; offset and limit "
+                        "are whole numbers")
+            return
+        if status not in (Status.DEAD, Status.FAILED) or offset < 0 or not 0 < limit <= 500:
+            self._error(HTTPStatus.BAD_REQUEST, "status is dead or failed, offset >= 0, "
+                        "0 < limit <= 500")
+            return
+        rows = problems(self.app.store, status, run_id=run_id, limit=limit, offset=offset)
+        self._json(HTTPStatus.OK, {"status": status.value, "offset": offset, "tasks": rows,
+                                   "allow_retry": self.app.allow_retry})
 
     def _found(self, value: dict[str, Any] | None, missing: str) -> None:
         if value is None:

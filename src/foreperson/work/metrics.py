@@ -5,27 +5,33 @@
 * age of the oldest unfinished task (a stuck task shows as an age that only climbs).
 
 The live values come from :meth:`TaskStore.stats`. The history is rebuilt from
-*changes*: each change says that the count of one status moved by ``n`` during one
-second. The counts at an instant are the counts now minus every change after that
-instant, so a chart of the last hour reads the last hour's changes and nothing older,
-however long the store has run. The SQL stores keep those changes in a table their
-triggers fill (``task_history``); :func:`changes_of` derives them from task records
-(one run's tasks, or the memory store's).
+*changes*: each change says that the count of unfinished, COMPLETED or DEAD tasks moved
+by ``n`` during one second. The counts at an instant are the counts now minus every
+change after that instant, so a chart of the last hour reads the last hour's changes and
+nothing older, however long the store has run. The SQL stores keep those changes in a
+table their triggers fill (``task_history``); :func:`changes_of` derives them from task
+records (one run's tasks, or the memory store's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from .task import Status, Task, from_epoch, to_epoch
 
-__all__ = ["HISTORY_KEPT_S", "HISTORY_WINDOW_S", "Change", "TimelinePoint", "changes_of",
-           "default_until", "history_points", "history_window", "timeline"]
+__all__ = ["CHART", "HISTORY_KEPT_S", "HISTORY_WINDOW_S", "Change", "TimelinePoint",
+           "changes_of", "chart_counts", "default_until", "history_points", "history_window",
+           "timeline"]
 
-Change = tuple[int, Status, int]
-"""``(epoch second, status, n)``: the count of ``status`` moved by ``n`` in that second."""
+CHART = ("unfinished", "completed", "dead")
+"""What a history counts: tasks not finished yet (any status but COMPLETED and DEAD),
+COMPLETED and DEAD."""
+
+Change = tuple[int, str, int]
+"""``(epoch second, what, n)``: the count of ``what`` (one of :data:`CHART`) moved by
+``n`` in that second."""
 
 HISTORY_WINDOW_S = 3600.0
 """The span a history shows by default: the last hour of activity."""
@@ -44,40 +50,30 @@ class TimelinePoint:
 
     Attributes:
         at: the instant (UTC).
-        counts: tasks per status at that instant (every status present).
+        unfinished: tasks created by then and not finished (PENDING, ASSIGNED, RUNNING
+            or FAILED).
+        completed: COMPLETED by then.
+        dead: DEAD by then.
     """
 
     at: datetime
-    counts: dict[Status, int] = field(default_factory=dict)
+    unfinished: int
+    completed: int
+    dead: int
 
-    @property
-    def waiting(self) -> int:
-        """PENDING, ASSIGNED (claimed, not started) and FAILED (a retry scheduled)."""
-        return sum(self.counts.get(s, 0) for s in (Status.PENDING, Status.ASSIGNED,
-                                                    Status.FAILED))
 
-    @property
-    def running(self) -> int:
-        """RUNNING."""
-        return self.counts.get(Status.RUNNING, 0)
-
-    @property
-    def completed(self) -> int:
-        """COMPLETED."""
-        return self.counts.get(Status.COMPLETED, 0)
-
-    @property
-    def dead(self) -> int:
-        """DEAD."""
-        return self.counts.get(Status.DEAD, 0)
+def chart_counts(counts: Mapping[Status, int]) -> dict[str, int]:
+    """Counts by status as a history counts them (:data:`CHART`)."""
+    return {"unfinished": sum(n for s, n in counts.items() if not s.finished),
+            "completed": counts.get(Status.COMPLETED, 0), "dead": counts.get(Status.DEAD, 0)}
 
 
 def history_points(now_counts: Mapping[Status, int], changes: Iterable[Change],
                    since: float, until: float, points: int) -> list[TimelinePoint]:
-    """Counts by status at ``points`` instants evenly spaced from ``since`` to ``until``.
+    """Counts at ``points`` instants evenly spaced from ``since`` to ``until``.
 
     Args:
-        now_counts: the counts now (after every change).
+        now_counts: the counts by status now (after every change).
         changes: every change after ``since`` (older ones are not needed); a change in
             second ``s`` counts as made at ``s``, so after an instant ``t`` when ``s > t``.
         since: the first instant, epoch seconds.
@@ -91,17 +87,17 @@ def history_points(now_counts: Mapping[Status, int], changes: Iterable[Change],
     step = (until - since) / max(points - 1, 1)
     instants = [since + step * i for i in range(points)] if until > since else [until]
     pending = sorted(changes, key=lambda c: c[0], reverse=True)
-    counts = {s: now_counts.get(s, 0) for s in Status}
+    counts = chart_counts(now_counts)
     out: list[TimelinePoint] = []
     i = 0
     for at in reversed(instants):
         while i < len(pending) and pending[i][0] > at:
-            _, status, n = pending[i]
-            counts[status] -= n
+            _, what, n = pending[i]
+            counts[what] = counts.get(what, 0) - n
             i += 1
         when = from_epoch(at)
         assert when is not None
-        out.append(TimelinePoint(when, {s: max(0, n) for s, n in counts.items()}))
+        out.append(TimelinePoint(when, *(max(0, counts.get(k, 0)) for k in CHART)))
     out.reverse()
     return out
 
@@ -143,38 +139,32 @@ def history_window(changes: Sequence[Change], since: float | None,
     return min(start, until), until
 
 
-def changes_of(rows: Iterable[tuple[Status, datetime | None, datetime | None,
-                                    datetime | None, datetime | None]]) -> list[Change]:
+def changes_of(rows: Iterable[tuple[Status, datetime | None, datetime | None]]
+               ) -> list[Change]:
     """The changes a set of task records went through, from their timestamps: created
-    (PENDING), started (PENDING -> RUNNING), and the last change, to the status each has
-    now (at ``finished_at``, else its last heartbeat, else its start).
+    (one more unfinished) and, for a finished one, finished (one unfinished less, one
+    more COMPLETED or DEAD).
 
     Args:
-        rows: ``(status, created_at, started_at, finished_at, heartbeat_at)`` per task.
+        rows: ``(status, created_at, finished_at)`` per task.
 
     Returns:
-        the changes, in no particular order (the net change per second and status).
+        the net change per second and count, in no particular order.
     """
-    net: dict[tuple[int, Status], int] = {}
+    net: dict[tuple[int, str], int] = {}
 
-    def add(at: datetime | None, status: Status, n: int) -> None:
+    def add(at: datetime, what: str, n: int) -> None:
         second = int(to_epoch(at) or 0.0)
-        net[(second, status)] = net.get((second, status), 0) + n
+        net[(second, what)] = net.get((second, what), 0) + n
 
-    for status, created, started, finished, beat in rows:
+    for status, created, finished in rows:
         if created is None:
             continue
-        add(created, Status.PENDING, 1)
-        between = Status.PENDING
-        if started is not None:
-            add(started, Status.PENDING, -1)
-            add(started, Status.RUNNING, 1)
-            between = Status.RUNNING
-        if status is not between:
-            last = finished or beat or started or created
-            add(last, between, -1)
-            add(last, status, 1)
-    return [(at, status, n) for (at, status), n in net.items() if n]
+        add(created, "unfinished", 1)
+        if status.finished:
+            add(finished or created, "unfinished", -1)
+            add(finished or created, status.value, 1)
+    return [(at, what, n) for (at, what), n in net.items() if n]
 
 
 def timeline(tasks: Sequence[Task], points: int = 10,
@@ -193,8 +183,7 @@ def timeline(tasks: Sequence[Task], points: int = 10,
     """
     if not tasks or points < 1:
         return []
-    changes = changes_of((t.status, t.created_at, t.started_at, t.finished_at,
-                          t.heartbeat_at) for t in tasks)
+    changes = changes_of((t.status, t.created_at, t.finished_at) for t in tasks)
     now_counts = {s: 0 for s in Status}
     for task in tasks:
         now_counts[task.status] += 1

@@ -6,7 +6,9 @@ const TOKEN = document.querySelector('meta[name="foreperson-token"]').content;
 const ALLOW_RETRY =
   document.querySelector('meta[name="foreperson-allow-retry"]').content === "true";
 const STATUSES = ["pending", "assigned", "running", "completed", "failed", "dead"];
+const CHART = ["unfinished", "completed", "dead"];    // what the history keeps, per second
 const KEEP = 300;                        // samples kept per chart (5 minutes at 1/s)
+const PAGE = 50;                         // DEAD tasks a page (the server's PROBLEMS_SHOWN)
 const PALETTE = ["#268bd2", "#2aa36b", "#d33c3c", "#b58900", "#6c71c4", "#e08a00",
                  "#2aa198", "#d33682", "#859900", "#8a94a0"];
 const SVG = "http://www.w3.org/2000/svg";
@@ -34,6 +36,15 @@ function svg(tag, attrs) {
   const node = document.createElementNS(SVG, tag);
   for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, String(value));
   return node;
+}
+
+// Run fn every ms milliseconds, the next time only once this one answered: a slow store
+// never has two polls of one page in flight.
+function every(ms, fn) {
+  const tick = async () => {
+    try { await fn(); } finally { setTimeout(tick, ms); }
+  };
+  setTimeout(tick, ms);
 }
 
 async function getJSON(url) {
@@ -221,20 +232,36 @@ async function dashboard(main) {
     el("p", { class: "muted", text: RUN ? `run ${RUN}` : "the whole store" }),
     el("div", { class: "cards" }, charts.status.card, charts.workers.card, charts.oldest.card),
     counts, body);
-  try {                                  // the past, rebuilt from the records
+  try {                                  // the last hour of activity, kept by the store
     for (const p of await getJSON(withRun("/api/history"))) {
-      charts.status.push(p.at, { pending: p.waiting, assigned: 0, running: p.running,
-                                 completed: p.completed, failed: 0, dead: p.dead });
+      charts.status.push(p.at, { unfinished: p.unfinished, completed: p.completed,
+                                 dead: p.dead });
     }
   } catch (err) { /* the live samples still come */ }
+  let olderDead = 0;                     // DEAD tasks skipped (0: the newest page)
+  const pager = (count, shown) => {
+    if (count <= PAGE && olderDead === 0) return null;
+    const move = (by) => el("button", { type: "button", class: "page", text: by > 0
+      ? "older" : "newer", onclick: () => { olderDead = Math.max(0, olderDead + by); refresh(); } });
+    return el("p", { class: "muted" }, `showing ${olderDead + 1}-${olderDead + shown} of ${count} `,
+              olderDead > 0 ? move(-PAGE) : null, olderDead + shown < count ? move(PAGE) : null);
+  };
   refresh = async () => {
     let snap;
     try { snap = await getJSON(withRun("/api/snapshot")); } catch (err) {
       setLine(`cannot reach the store: ${err.message}`); return;
     }
     setLine(`${snap.total} tasks, updated ${when(snap.now)}`);
-    charts.status.push(snap.now, snap.counts);
-    charts.status.draw(STATUSES);
+    const c = snap.counts;
+    charts.status.push(snap.now, { unfinished: (c.pending || 0) + (c.assigned || 0) +
+      (c.running || 0) + (c.failed || 0), completed: c.completed || 0, dead: c.dead || 0 });
+    charts.status.draw(CHART);
+    let deadRows = snap.dead;
+    if (olderDead > 0) {
+      try {
+        deadRows = (await getJSON(withRun(`/api/tasks?status=dead&offset=${olderDead}`))).tasks;
+      } catch (err) { deadRows = []; }
+    }
     const active = {};
     for (const w of snap.workers) active[w.name] = w.active;
     for (const [name, n] of Object.entries(snap.active_by_worker)) active[name] = n;
@@ -248,12 +275,12 @@ async function dashboard(main) {
     body.replaceChildren(
       el("h2", { text: "workers" }), workersTable(snap.workers),
       el("h2", {}, `DEAD tasks (${dead}) `, dead ? retryButton({ all: true }, "retry all DEAD") : null),
-      problemsTable(snap.dead, true),
+      problemsTable(deadRows, true), pager(dead, deadRows.length),
       el("h2", { text: `FAILED tasks, retry scheduled (${snap.counts.failed || 0})` }),
       problemsTable(snap.failed, false));
   };
   await refresh();
-  setInterval(refresh, 1000);
+  every(1000, () => refresh());
 }
 
 // -- one task -----------------------------------------------------------------------------
@@ -297,7 +324,7 @@ async function taskPage(main, id) {
     setLine(`task ${t.id}: ${t.status}`);
   };
   await refresh();
-  setInterval(refresh, 2000);
+  every(2000, () => refresh());
 }
 
 // -- agent runs ------------------------------------------------------------------------
@@ -334,7 +361,7 @@ async function runPage(main, id) {
     setLine(`run ${run.run_id}`);
   };
   await refresh();
-  setInterval(refresh, 2000);
+  every(2000, () => refresh());
 }
 
 // -- routing ---------------------------------------------------------------------------

@@ -21,15 +21,12 @@ __all__ = ["apply_migrations"]
 
 log = logging.getLogger("foreperson.store.postgres")
 
-_UNFINISHED = "('pending', 'assigned', 'running', 'failed')"
 _RUN_S = ("CASE WHEN status = 'completed' AND started_at IS NOT NULL AND finished_at IS NOT "
           "NULL THEN extract(epoch FROM finished_at - started_at) END")
-_BETWEEN = "CASE WHEN started_at IS NULL THEN 'pending' ELSE 'running' END"
-_LAST = "coalesce(finished_at, heartbeat_at, started_at, created_at)"
 
 # What the statement triggers would have written, had they been there from the start:
-# counts per kind and status, each worker's completions and failed attempts, and a week
-# of changes for the history chart (created; started; the last change to the status now).
+# COMPLETED and DEAD per kind, each worker's completions and failed attempts, and a week
+# of changes for the history chart (created; finished).
 _BACKFILL_V6 = [
     "DELETE FROM task_deltas",
     "DELETE FROM task_counts",
@@ -37,7 +34,7 @@ _BACKFILL_V6 = [
     "DELETE FROM task_history",
     f"""INSERT INTO task_counts (kind, status, n, run_s, run_n)
         SELECT kind, status, count(*), coalesce(sum({_RUN_S}), 0), count({_RUN_S})
-        FROM tasks GROUP BY kind, status""",
+        FROM tasks WHERE status IN ('completed', 'dead') GROUP BY kind, status""",
     """INSERT INTO worker_counts (name, completed, failed, last_at)
         SELECT name, sum(done), sum(failed), max(at) FROM (
             SELECT assigned_to AS name, 1 AS done, 0 AS failed,
@@ -50,18 +47,14 @@ _BACKFILL_V6 = [
         GROUP BY name""",
     f"""INSERT INTO task_history (at, status, n)
         SELECT at, status, sum(n) FROM (
-            SELECT extract(epoch FROM created_at)::bigint AS at, 'pending' AS status, 1 AS n
+            SELECT extract(epoch FROM created_at)::bigint AS at, 'unfinished' AS status,
+                   1 AS n
             FROM tasks
             UNION ALL
-            SELECT extract(epoch FROM started_at)::bigint, s.status, s.n FROM tasks,
-                (VALUES ('pending', -1), ('running', 1)) AS s(status, n)
-            WHERE started_at IS NOT NULL
-            UNION ALL
-            SELECT extract(epoch FROM {_LAST})::bigint, {_BETWEEN}, -1 FROM tasks
-            WHERE status <> {_BETWEEN}
-            UNION ALL
-            SELECT extract(epoch FROM {_LAST})::bigint, status, 1 FROM tasks
-            WHERE status <> {_BETWEEN}) c
+            SELECT extract(epoch FROM coalesce(finished_at, created_at))::bigint, s.status,
+                   s.n
+            FROM tasks, LATERAL (VALUES ('unfinished', -1), (tasks.status, 1)) AS s(status, n)
+            WHERE tasks.status IN ('completed', 'dead')) c
         WHERE at >= extract(epoch FROM statement_timestamp())::bigint - {int(HISTORY_KEPT_S)}
         GROUP BY at, status HAVING sum(n) <> 0""",
 ]

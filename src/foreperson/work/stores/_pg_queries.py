@@ -300,26 +300,36 @@ Q: dict[str, str] = {
             SELECT kind, run_s, run_n FROM task_deltas
             WHERE status = 'completed' AND worker IS NULL) c
         GROUP BY kind HAVING sum(run_n) > 0""",
-    # the whole store's counts: folded aggregates plus the deltas not folded yet
+    # the whole store's counts: the finished from the folded aggregates plus the deltas
+    # not folded yet, the unfinished on the partial indexes of the waiting and the held
     "counts": """
         SELECT kind, status, sum(n) FROM (
             SELECT kind, status, n FROM task_counts
             UNION ALL
-            SELECT kind, status, n FROM task_deltas WHERE worker IS NULL) c
+            SELECT kind, status, n FROM task_deltas
+            WHERE worker IS NULL AND status <> 'unfinished'
+            UNION ALL
+            SELECT kind, status, count(*) FROM tasks WHERE status IN ('pending', 'failed')
+            GROUP BY kind, status
+            UNION ALL
+            SELECT kind, status, count(*) FROM tasks WHERE status IN ('assigned', 'running')
+            GROUP BY kind, status) c
         GROUP BY kind, status HAVING sum(n) <> 0""",
     "run_counts": """
         SELECT kind, status, count(*) FROM tasks WHERE run_id = %(run)s
         GROUP BY kind, status""",
-    # seed 000's other two numbers, from the unfinished tasks only; with the number of
-    # deltas waiting to be folded (a reader folds them when many pile up)
+    # seed 000's other two numbers, from the unfinished tasks only (the oldest: the first
+    # added of the waiting, one index step, or of the held); with the number of deltas
+    # waiting to be folded (a reader folds them when many pile up)
     "stats": f"""
         SELECT
           (SELECT coalesce(jsonb_object_agg(assigned_to, n), '{{}}')
            FROM (SELECT assigned_to, count(*) AS n FROM tasks
                  WHERE status IN ('assigned', 'running') AND assigned_to IS NOT NULL
                  GROUP BY assigned_to) a),
-          (SELECT min(created_at) FROM tasks
-           WHERE status IN ('pending', 'assigned', 'running', 'failed')),
+          least((SELECT created_at FROM tasks WHERE status IN ('pending', 'failed')
+                 ORDER BY seq LIMIT 1),
+                (SELECT min(created_at) FROM tasks WHERE status IN ('assigned', 'running'))),
           {_NOW},
           (SELECT coalesce(jsonb_object_agg(name, extract(epoch FROM heartbeat_at)),
                            '{{}}') FROM workers),
@@ -348,8 +358,7 @@ Q: dict[str, str] = {
             SELECT at, status, n FROM task_deltas WHERE worker IS NULL AND at >= %(low)s) c
         GROUP BY at, status HAVING sum(n) <> 0""",
     "run_history": """
-        SELECT status, extract(epoch FROM created_at), extract(epoch FROM started_at),
-               extract(epoch FROM finished_at), extract(epoch FROM heartbeat_at)
+        SELECT status, extract(epoch FROM created_at), extract(epoch FROM finished_at)
         FROM tasks WHERE run_id = %(run)s""",
     "worker_totals": """
         SELECT name, sum(completed), sum(failed) FROM (

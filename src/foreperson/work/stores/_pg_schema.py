@@ -47,10 +47,11 @@ Objects:
     the claim: one statement that picks ready tasks ``FOR UPDATE SKIP LOCKED``, takes
     their lock slots and rate tokens, counts the attempt and draws a lease token.
 ``task_counts``, ``task_history``, ``worker_counts``, ``task_deltas`` (version 6)
-    aggregates for monitoring at the cost of what it shows: statement triggers append
-    each statement's changes to ``task_deltas``; ``fold_task_deltas()`` moves them into
-    tasks per kind and status (with the COMPLETED ones' run time), the net change of each
-    status per second, and per worker what it completed and failed.
+    aggregates of the finished work, for monitoring at the cost of what it shows:
+    statement triggers append each statement's changes to ``task_deltas``;
+    ``fold_task_deltas()`` moves them into COMPLETED and DEAD tasks per kind (with the
+    COMPLETED ones' run time), the net change per second of the unfinished, COMPLETED
+    and DEAD counts, and per worker what it completed and failed.
 ``pruned_tasks`` (version 6)
     a tombstone per task removed by retention, so an id added again is refused.
 
@@ -515,15 +516,18 @@ ALTER TABLE workers ADD COLUMN host text, ADD COLUMN pid integer;
 
 # -- version 6: steady at any age ----------------------------------------------------------
 #
-# Aggregates, so that monitoring reads cost the size of what they show: statement
-# triggers append what each statement changed to ``task_deltas`` (an insert: no two
-# transactions ever update one row, so counting adds no lock wait between workers), and
-# ``fold_task_deltas()`` (every sweep, by whichever process gets its advisory lock first)
-# moves them into ``task_counts`` (tasks per kind and status, with the run time of the
-# COMPLETED ones), ``task_history`` (the net change of each status's count per second)
-# and ``worker_counts``. Readers add the deltas not folded yet. ``pruned_tasks`` keeps a
-# tombstone per task removed by ``prune``. Written so that running it twice is harmless (a
-# migration stopped between its parts is simply run again).
+# Aggregates of the finished work, so that monitoring reads cost the size of what they
+# show: statement triggers append what each statement changed among the finished to
+# ``task_deltas`` (an insert: no two transactions ever update one row, so counting adds
+# no lock wait between workers), and ``fold_task_deltas()`` (every sweep, by whichever
+# process gets its advisory lock first) moves them into ``task_counts`` (COMPLETED and
+# DEAD tasks per kind, with the run time of the COMPLETED ones), ``task_history`` (the
+# net change per second of the unfinished, COMPLETED and DEAD counts) and
+# ``worker_counts``. The unfinished are counted on the partial indexes of the waiting
+# and the held, a cost of the work at hand. Readers add the deltas not folded yet.
+# ``pruned_tasks`` keeps a tombstone per task removed by ``prune``. Written so that
+# running it twice is harmless (a migration stopped between its parts is simply run
+# again).
 
 _TABLES_V6 = r"""
 CREATE TABLE IF NOT EXISTS task_counts (
@@ -570,33 +574,46 @@ $$;
 CREATE OR REPLACE FUNCTION count_inserted_tasks() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO task_deltas (at, kind, status, n)
-    SELECT extract(epoch FROM fp_clock())::bigint, kind, status, count(*)
-    FROM new_rows GROUP BY kind, status;
+    SELECT extract(epoch FROM fp_clock())::bigint, kind,
+           CASE WHEN status IN ('completed', 'dead') THEN status ELSE 'unfinished' END,
+           count(*)
+    FROM new_rows GROUP BY 2, 3;
     RETURN NULL;
 END $$;
 
+-- Only what concerns the finished: a task finishing (or leaving DEAD), and a failed
+-- attempt (its worker's count). Claims, starts and heartbeats leave nothing.
 CREATE OR REPLACE FUNCTION count_updated_tasks() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM new_rows WHERE status NOT IN ('assigned', 'running')) THEN
+        RETURN NULL;        -- a claim, a start, a heartbeat: nothing finished or failed
+    END IF;
     WITH changed AS (
         SELECT o.kind, o.status AS was, w.status AS now, w.assigned_to, w.errors,
+               o.status <> w.status AND (o.status IN ('completed', 'dead')
+                                         OR w.status IN ('completed', 'dead')) AS moved,
                CASE WHEN w.status = 'completed' AND w.started_at IS NOT NULL
                          AND w.finished_at IS NOT NULL
                     THEN extract(epoch FROM w.finished_at - w.started_at) END AS run_s,
                jsonb_array_length(w.errors) > jsonb_array_length(o.errors) AS failed
         FROM old_rows o JOIN new_rows w ON w.seq = o.seq
-        WHERE o.status IS DISTINCT FROM w.status OR o.errors IS DISTINCT FROM w.errors)
+        WHERE (o.status <> w.status AND (o.status IN ('completed', 'dead')
+                                         OR w.status IN ('completed', 'dead')))
+           OR o.errors IS DISTINCT FROM w.errors)
     INSERT INTO task_deltas (at, kind, status, worker, n, run_s, run_n)
     SELECT extract(epoch FROM fp_clock())::bigint, kind, status, worker, sum(n), sum(run_s),
            sum(run_n)
-    FROM (SELECT kind, was AS status, NULL::text AS worker, -1 AS n, 0::float8 AS run_s,
+    FROM (SELECT kind, CASE WHEN was IN ('completed', 'dead') THEN was ELSE 'unfinished' END
+                     AS status, NULL::text AS worker, -1 AS n, 0::float8 AS run_s,
                  0 AS run_n
-          FROM changed WHERE was <> now
+          FROM changed WHERE moved
           UNION ALL
-          SELECT kind, now, NULL, 1, coalesce(run_s, 0), (run_s IS NOT NULL)::int
-          FROM changed WHERE was <> now
+          SELECT kind, CASE WHEN now IN ('completed', 'dead') THEN now ELSE 'unfinished' END,
+                 NULL, 1, coalesce(run_s, 0), (run_s IS NOT NULL)::int
+          FROM changed WHERE moved
           UNION ALL
           SELECT kind, 'completed', assigned_to, 1, 0, 0
-          FROM changed WHERE was <> now AND now = 'completed' AND assigned_to IS NOT NULL
+          FROM changed WHERE moved AND now = 'completed' AND assigned_to IS NOT NULL
           UNION ALL
           SELECT kind, 'failed', errors -> -1 ->> 'worker', 1, 0, 0
           FROM changed WHERE failed AND errors -> -1 ->> 'worker' IS NOT NULL) d
@@ -613,7 +630,7 @@ BEGIN
                      THEN extract(epoch FROM finished_at - started_at) ELSE 0 END),
            -count(*) FILTER (WHERE status = 'completed' AND started_at IS NOT NULL
                                    AND finished_at IS NOT NULL)
-    FROM old_rows GROUP BY kind, status;
+    FROM old_rows WHERE status IN ('completed', 'dead') GROUP BY kind, status;
     RETURN NULL;
 END $$;
 
@@ -644,7 +661,8 @@ BEGIN
     ), counted AS (
         INSERT INTO task_counts AS c (kind, status, n, run_s, run_n)
         SELECT kind, status, sum(n), sum(run_s), sum(run_n) FROM moved
-        WHERE worker IS NULL GROUP BY kind, status ORDER BY kind, status
+        WHERE worker IS NULL AND status <> 'unfinished'
+        GROUP BY kind, status ORDER BY kind, status
         ON CONFLICT (kind, status) DO UPDATE SET n = c.n + excluded.n,
             run_s = c.run_s + excluded.run_s, run_n = c.run_n + excluded.run_n
     ), charted AS (
@@ -674,9 +692,6 @@ ALTER TABLE tasks SET (autovacuum_vacuum_scale_factor = 0.01,
 """
 
 INDEXES_V6 = [
-    # the oldest unfinished task, in one index step
-    "tasks_unfinished ON tasks (created_at) "
-    "WHERE status IN ('pending', 'assigned', 'running', 'failed')",
     # retention: finished tasks by age
     "tasks_finished ON tasks (finished_at, seq) WHERE status IN ('completed', 'dead')",
     # the newest DEAD and FAILED tasks, a page at a time

@@ -16,15 +16,18 @@ Objects (the version that brought each):
     the step journal and the durable runs of ``foreperson.runtime``.
 ``workers`` (4)
     worker processes and their last heartbeat.
-``task_counts``, ``task_history``, ``worker_counts`` (5)
-    aggregates kept by triggers in the same transaction as each status change, so that
-    monitoring reads cost the size of what they show, never the size of the history:
-    tasks per kind and status (with the run time of the COMPLETED ones, for the learned
-    estimates), the net change of each status's count per second (the history chart:
-    counts at an instant are today's counts minus what changed since), and what each
-    worker completed and failed. The triggers read the time from the SQL function
-    ``foreperson_now()``, which the store registers on its connection (the store's
-    clock): a connection without it cannot change tasks, which is the point.
+``task_counts``, ``task_history``, ``worker_counts``, ``clock`` (5)
+    aggregates of the finished work, kept by triggers in the same transaction as each
+    change, so that monitoring reads cost the size of what they show, never the size of
+    the history: COMPLETED and DEAD tasks per kind (with the run time of the COMPLETED
+    ones, for the learned estimates), the net change per second of the unfinished,
+    COMPLETED and DEAD counts (the history chart: counts at an instant are today's
+    counts minus what changed since), and what each worker completed and failed. The
+    triggers fire once per task, when it finishes (or leaves DEAD, or is pruned); the
+    unfinished are counted on the ``tasks_status`` index, a cost of the work at hand.
+    The triggers read the second from ``clock``, a one-row table each store sets from
+    its clock when a write transaction starts in a new second (no Python call inside a
+    trigger: that would take the GIL in the middle of a write).
 ``pruned_tasks`` (5)
     one small tombstone per task removed by ``prune``, so that an id added again is
     refused instead of silently run a second time.
@@ -160,21 +163,18 @@ MIGRATIONS.append(
     );
     """)
 
-_COMPLETED_RUN_S = ("CASE WHEN {t}.status = 'completed' AND {t}.started_at IS NOT NULL "
-                    "AND {t}.finished_at IS NOT NULL THEN {t}.finished_at - {t}.started_at "
-                    "ELSE 0 END")
-# The backfill of task_history from the records of a migrated file: created (+pending),
-# started (pending -> running), and the last change to the status it has now.
-_BETWEEN = "CASE WHEN started_at IS NULL THEN 'pending' ELSE 'running' END"
-_LAST_CHANGE = "coalesce(finished_at, heartbeat_at, started_at, created_at)"
-
-_COMPLETED_RUN_N = ("({t}.status = 'completed' AND {t}.started_at IS NOT NULL "
-                    "AND {t}.finished_at IS NOT NULL)")
+_FINISHED = "('completed', 'dead')"
+_RUN_S = ("CASE WHEN {t}.status = 'completed' AND {t}.started_at IS NOT NULL "
+          "AND {t}.finished_at IS NOT NULL THEN {t}.finished_at - {t}.started_at ELSE 0 END")
+_RUN_N = ("({t}.status = 'completed' AND {t}.started_at IS NOT NULL "
+          "AND {t}.finished_at IS NOT NULL)")
+# what the history calls a status: COMPLETED, DEAD, or unfinished (any other)
+_CHART = "CASE WHEN {t}.status IN ('completed', 'dead') THEN {t}.status ELSE 'unfinished' END"
 
 MIGRATIONS.append(
-    # 4 -> 5: steady at any age: aggregates kept by triggers, indexes for the oldest
-    # unfinished task, for retention (finished tasks by age, effects by task, ended
-    # journal runs), and tombstones of pruned tasks
+    # 4 -> 5: steady at any age: aggregates of the finished tasks kept by a trigger that
+    # fires once per task (when it finishes); indexes for retention (finished tasks by
+    # age, effects by task, ended journal runs); tombstones of pruned tasks
     f"""
     CREATE TABLE task_counts (
         kind   TEXT NOT NULL,
@@ -196,21 +196,20 @@ MIGRATIONS.append(
         failed    INTEGER NOT NULL DEFAULT 0,
         last_at   REAL NOT NULL
     ) WITHOUT ROWID;
+    CREATE TABLE clock (at INTEGER NOT NULL);
+    INSERT INTO clock (at) VALUES (CAST(foreperson_now() AS INTEGER));
     CREATE TABLE pruned_tasks (
         id        TEXT PRIMARY KEY,
         run_id    TEXT,
         pruned_at REAL NOT NULL
     ) WITHOUT ROWID;
-    CREATE INDEX tasks_unfinished ON tasks (created_at)
-        WHERE status IN ('pending', 'assigned', 'running', 'failed');
-    CREATE INDEX tasks_finished ON tasks (finished_at)
-        WHERE status IN ('completed', 'dead');
+    CREATE INDEX tasks_finished ON tasks (finished_at) WHERE status IN {_FINISHED};
     CREATE INDEX effects_task ON effects (task_id);
     CREATE INDEX steps_ended ON steps (created_at) WHERE key = 'end';
     INSERT INTO task_counts (kind, status, n, run_s, run_n)
-        SELECT t.kind, t.status, count(*), total({_COMPLETED_RUN_S.format(t="t")}),
-               total({_COMPLETED_RUN_N.format(t="t")})
-        FROM tasks t GROUP BY t.kind, t.status;
+        SELECT t.kind, t.status, count(*), total({_RUN_S.format(t="t")}),
+               total({_RUN_N.format(t="t")})
+        FROM tasks t WHERE t.status IN {_FINISHED} GROUP BY t.kind, t.status;
     INSERT INTO worker_counts (name, completed, failed, last_at)
         SELECT name, total(done), total(failed), max(at) FROM (
             SELECT assigned_to AS name, 1 AS done, 0 AS failed, finished_at AS at FROM tasks
@@ -222,42 +221,35 @@ MIGRATIONS.append(
         WHERE name IS NOT NULL GROUP BY name;
     INSERT INTO task_history (at, status, n)
         SELECT at, status, sum(n) FROM (
-            SELECT CAST(created_at AS INTEGER) AS at, 'pending' AS status, 1 AS n FROM tasks
+            SELECT CAST(created_at AS INTEGER) AS at, 'unfinished' AS status, 1 AS n
+            FROM tasks
             UNION ALL
-            SELECT CAST(started_at AS INTEGER), 'pending', -1 FROM tasks
-            WHERE started_at IS NOT NULL
+            SELECT CAST(coalesce(finished_at, created_at) AS INTEGER), 'unfinished', -1
+            FROM tasks WHERE status IN {_FINISHED}
             UNION ALL
-            SELECT CAST(started_at AS INTEGER), 'running', 1 FROM tasks
-            WHERE started_at IS NOT NULL
-            UNION ALL
-            SELECT CAST({_LAST_CHANGE} AS INTEGER), {_BETWEEN}, -1 FROM tasks
-            WHERE status != {_BETWEEN}
-            UNION ALL
-            SELECT CAST({_LAST_CHANGE} AS INTEGER), status, 1 FROM tasks
-            WHERE status != {_BETWEEN})
+            SELECT CAST(coalesce(finished_at, created_at) AS INTEGER), status, 1
+            FROM tasks WHERE status IN {_FINISHED})
         WHERE at >= foreperson_now() - {int(HISTORY_KEPT_S)}
         GROUP BY at, status HAVING sum(n) != 0;
-    CREATE TRIGGER tasks_counted_insert AFTER INSERT ON tasks BEGIN
-        INSERT INTO task_counts (kind, status, n) VALUES (NEW.kind, NEW.status, 1)
-            ON CONFLICT (kind, status) DO UPDATE SET n = n + 1;
-        INSERT INTO task_history (at, status, n)
-            VALUES (CAST(foreperson_now() AS INTEGER), NEW.status, 1)
-            ON CONFLICT (at, status) DO UPDATE SET n = n + 1;
-    END;
-    CREATE TRIGGER tasks_counted_status AFTER UPDATE OF status ON tasks
-    WHEN OLD.status IS NOT NEW.status BEGIN
+    CREATE TRIGGER tasks_counted AFTER UPDATE OF status ON tasks
+    WHEN OLD.status IS NOT NEW.status
+         AND (NEW.status IN {_FINISHED} OR OLD.status IN {_FINISHED}) BEGIN
         INSERT INTO task_counts (kind, status, n, run_s, run_n)
-            VALUES (OLD.kind, OLD.status, -1, 0, 0),
-                   (NEW.kind, NEW.status, 1, {_COMPLETED_RUN_S.format(t="NEW")},
-                    {_COMPLETED_RUN_N.format(t="NEW")})
+            SELECT NEW.kind, NEW.status, 1, {_RUN_S.format(t="NEW")}, {_RUN_N.format(t="NEW")}
+            WHERE NEW.status IN {_FINISHED}
+            UNION ALL
+            SELECT OLD.kind, OLD.status, -1, -{_RUN_S.format(t="OLD")},
+                   -{_RUN_N.format(t="OLD")}
+            WHERE OLD.status IN {_FINISHED}
             ON CONFLICT (kind, status) DO UPDATE SET n = n + excluded.n,
                 run_s = run_s + excluded.run_s, run_n = run_n + excluded.run_n;
         INSERT INTO task_history (at, status, n)
-            VALUES (CAST(foreperson_now() AS INTEGER), OLD.status, -1),
-                   (CAST(foreperson_now() AS INTEGER), NEW.status, 1)
+            SELECT at, {_CHART.format(t="NEW")}, 1 FROM clock WHERE true
+            UNION ALL
+            SELECT at, {_CHART.format(t="OLD")}, -1 FROM clock WHERE true
             ON CONFLICT (at, status) DO UPDATE SET n = n + excluded.n;
         INSERT INTO worker_counts (name, completed, failed, last_at)
-            SELECT NEW.assigned_to, 1, 0, foreperson_now()
+            SELECT NEW.assigned_to, 1, 0, NEW.finished_at
             WHERE NEW.status = 'completed' AND NEW.assigned_to IS NOT NULL
             ON CONFLICT (name) DO UPDATE SET completed = completed + 1,
                 last_at = excluded.last_at;
@@ -265,18 +257,19 @@ MIGRATIONS.append(
     CREATE TRIGGER tasks_counted_failure AFTER UPDATE OF errors ON tasks
     WHEN NEW.errors IS NOT OLD.errors BEGIN
         INSERT INTO worker_counts (name, completed, failed, last_at)
-            SELECT json_extract(NEW.errors, '$[#-1].worker'), 0, 1, foreperson_now()
+            SELECT json_extract(NEW.errors, '$[#-1].worker'), 0, 1, at FROM clock
             WHERE json_extract(NEW.errors, '$[#-1].worker') IS NOT NULL
             ON CONFLICT (name) DO UPDATE SET failed = failed + 1, last_at = excluded.last_at;
     END;
-    CREATE TRIGGER tasks_counted_delete AFTER DELETE ON tasks BEGIN
+    CREATE TRIGGER tasks_counted_removal AFTER DELETE ON tasks
+    WHEN OLD.status IN {_FINISHED} BEGIN
         INSERT INTO task_counts (kind, status, n, run_s, run_n)
-            VALUES (OLD.kind, OLD.status, -1, -{_COMPLETED_RUN_S.format(t="OLD")},
-                    -{_COMPLETED_RUN_N.format(t="OLD")})
+            VALUES (OLD.kind, OLD.status, -1, -{_RUN_S.format(t="OLD")},
+                    -{_RUN_N.format(t="OLD")})
             ON CONFLICT (kind, status) DO UPDATE SET n = n + excluded.n,
                 run_s = run_s + excluded.run_s, run_n = run_n + excluded.run_n;
         INSERT INTO task_history (at, status, n)
-            VALUES (CAST(foreperson_now() AS INTEGER), OLD.status, -1)
+            SELECT at, OLD.status, -1 FROM clock WHERE true
             ON CONFLICT (at, status) DO UPDATE SET n = n + excluded.n;
     END;
     """)

@@ -543,8 +543,7 @@ class MemoryStore:
             now = self.clock.now()
         if not tasks:
             return []
-        changes = changes_of((t.status, t.created_at, t.started_at, t.finished_at,
-                              t.heartbeat_at) for t in tasks)
+        changes = changes_of((t.status, t.created_at, t.finished_at) for t in tasks)
         last = max(c[0] for c in changes) if changes else None
         end = until if until is not None else default_until(now, last)
         start, end = history_window(changes, since, end)

@@ -859,8 +859,7 @@ class PostgresStore:
             def when(value: Any) -> datetime | None:
                 return None if value is None else from_epoch(float(value))
 
-            changes = changes_of((Status(st), when(c), when(s), when(f), when(h))
-                                 for st, c, s, f, h in rows)
+            changes = changes_of((Status(st), when(c), when(f)) for st, c, f in rows)
             start = since if since is not None else float(min(c[0] for c in changes))
             end = until if until is not None else (
                 now if stats.unfinished else float(max(c[0] for c in changes)))
@@ -869,7 +868,7 @@ class PostgresStore:
         ((last,),) = self._run("history_last", {})
         end = until if until is not None else default_until(now, last)
         low = max(since if since is not None else end - HISTORY_WINDOW_S, now - HISTORY_KEPT_S)
-        changes = [(int(at), Status(status), int(n))
+        changes = [(int(at), status, int(n))
                    for at, status, n in self._run("history", {"low": int(low)})]
         start, end = history_window(changes, since, end)
         return history_points(stats.counts, (c for c in changes if c[0] > start), start, end,

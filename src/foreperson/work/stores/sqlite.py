@@ -205,6 +205,7 @@ Q = {
 }
 
 
+_UNFINISHED_STATUSES = ("pending", "assigned", "running", "failed")
 _UNFINISHED = "status IN ('pending', 'assigned', 'running', 'failed')"
 
 
@@ -303,11 +304,12 @@ class SqliteStore:
         self.clock = clock or SystemClock()
         self._lock = threading.RLock()
         self._batch_owner: int | None = None
+        self._second: int | None = None        # None until the schema has a clock
         try:
             self._conn = sqlite3.connect(self.path, isolation_level=None,
                                          check_same_thread=False,
                                          timeout=busy_timeout_s)
-            # the triggers that keep the aggregates read the time from the store's clock
+            # the store's clock, for the migrations that backfill the aggregates
             self._conn.create_function("foreperson_now", 0, self.clock.now)
             if self._conn.execute("PRAGMA user_version").fetchone()[0] == 0 and \
                     not self._conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone():
@@ -317,6 +319,7 @@ class SqliteStore:
             self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
             self._conn.execute("PRAGMA foreign_keys=OFF")
             self._migrate()
+            self._second = -1
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open task database {self.path}: {exc}") from exc
         self._closed = False
@@ -368,7 +371,12 @@ class SqliteStore:
             except sqlite3.Error as exc:
                 raise StoreError(f"{self.path}: cannot start a transaction: {exc}",
                                  transient=isinstance(exc, sqlite3.OperationalError)) from exc
+            second = int(self.clock.now())
             try:
+                if second != self._second and self._second is not None:
+                    # the second the aggregates' triggers file this transaction's changes
+                    # under (written once a second, not once a transaction)
+                    self._conn.execute("UPDATE clock SET at = ?", (second,))
                 yield self._conn
             except sqlite3.Error as exc:
                 self._conn.execute("ROLLBACK")
@@ -384,6 +392,8 @@ class SqliteStore:
                     self._conn.execute("ROLLBACK")
                     raise StoreError(f"{self.path}: commit failed: {exc}",
                                      transient=isinstance(exc, sqlite3.OperationalError)) from exc
+                if self._second is not None:
+                    self._second = second
 
     @contextmanager
     def _savepoint(self) -> Iterator[sqlite3.Connection]:
@@ -422,24 +432,30 @@ class SqliteStore:
         """See :meth:`TaskStore.add`."""
         tasks = list(tasks)
         with self._tx() as db:
+            pruned: dict[str, float] = {}
+
             def stored(ids: list[str]) -> dict[str, Task]:
+                """The stored tasks among ``ids`` (and, in the same statement, their
+                tombstones into ``pruned``)."""
                 found: dict[str, Task] = {}
-                for i in range(0, len(ids), 500):
-                    chunk = ids[i:i + 500]
+                for i in range(0, len(ids), 250):
+                    chunk = ids[i:i + 250]
                     marks = ",".join("?" * len(chunk))
-                    found.update((r[0], _row_to_task(r)) for r in db.execute(
-                        f"SELECT {_COLUMNS} FROM tasks WHERE id IN ({marks})", chunk))
+                    for row in db.execute(
+                            f"SELECT 0, {_COLUMNS} FROM tasks WHERE id IN ({marks}) UNION ALL "
+                            f"SELECT 1, id, pruned_at, {', '.join(['NULL'] * 24)} "
+                            f"FROM pruned_tasks WHERE id IN ({marks})", chunk * 2):
+                        if row[0]:
+                            pruned[row[1]] = row[2]
+                        else:
+                            found[row[1]] = _row_to_task(row[1:])
                 return found
 
             already = stored([t.id for t in tasks])
+            gone = [t.id for t in tasks if t.id in pruned and t.id not in already]
+            if gone:
+                raise pruned_readd(gone[0], pruned[gone[0]])
             validate_new_tasks(tasks, lambda ids: set(stored(ids)), already)
-            fresh_ids = [t.id for t in tasks if t.id not in already]
-            for i in range(0, len(fresh_ids), 500):
-                chunk = fresh_ids[i:i + 500]
-                gone = db.execute("SELECT id, pruned_at FROM pruned_tasks WHERE id IN "
-                                  f"({','.join('?' * len(chunk))}) LIMIT 1", chunk).fetchone()
-                if gone is not None:
-                    raise pruned_readd(gone[0], gone[1])
             now = self.clock.now()
             fresh = [t for t in tasks if t.id not in already]
             db.executemany(Q["insert"], [
@@ -455,6 +471,10 @@ class SqliteStore:
                            [(t.id, d) for t in fresh for d in dict.fromkeys(t.depends_on)])
             db.executemany("INSERT INTO task_locks (task_id, lock) VALUES (?, ?)",
                            [(t.id, lk) for t in fresh for lk in dict.fromkeys(t.locks)])
+            if fresh:           # the history's count of unfinished (one row per batch)
+                db.execute("INSERT INTO task_history (at, status, n) VALUES "
+                           "((SELECT at FROM clock), 'unfinished', ?) ON CONFLICT (at, status) "
+                           "DO UPDATE SET n = n + excluded.n", (len(fresh),))
             return [t.id for t in fresh]
 
     def get(self, task_id: str) -> Task | None:
@@ -754,8 +774,10 @@ class SqliteStore:
         with self._lock:
             now = self.clock.now()
             counts = {s: 0 for s in Status}
-            if run_id is None:
+            if run_id is None:      # the finished from the aggregates, the rest on an index
                 rows = self._read("SELECT status, sum(n) FROM task_counts GROUP BY status")
+                rows += self._read(f"SELECT status, count(*) FROM tasks WHERE {_UNFINISHED} "
+                                   "GROUP BY status")
             else:
                 rows = self._read("SELECT status, count(*) FROM tasks WHERE run_id = ? "
                                   "GROUP BY status", (run_id,))
@@ -765,8 +787,12 @@ class SqliteStore:
             active = dict(self._read(
                 "SELECT assigned_to, count(*) FROM tasks WHERE status IN ('assigned', 'running') "
                 f"AND assigned_to IS NOT NULL{scope} GROUP BY assigned_to", {"run": run_id}))
-            oldest = self._read(f"SELECT min(created_at) FROM tasks WHERE {_UNFINISHED}{scope}",
-                                {"run": run_id})[0][0]
+            # the oldest unfinished: the first added of each unfinished status (an index
+            # step each: the tasks_status index is ordered by insertion within a status)
+            oldest = min((r[0] for r in self._read(" UNION ALL ".join(
+                f"SELECT * FROM (SELECT created_at FROM tasks WHERE status = '{s}'{scope} "
+                "ORDER BY seq LIMIT 1)" for s in _UNFINISHED_STATUSES), {"run": run_id})),
+                default=None)
             workers = {name: from_epoch(seen) for name, seen in
                        self._read("SELECT name, heartbeat_at FROM workers")}
         return StoreStats(counts, active, from_epoch(oldest),
@@ -796,6 +822,8 @@ class SqliteStore:
         """See :meth:`ReportsWork.counts_by_kind`."""
         out: dict[str, dict[Status, int]] = {}
         rows = (self._read("SELECT kind, status, n FROM task_counts WHERE n != 0")
+                + self._read(f"SELECT kind, status, count(*) FROM tasks WHERE {_UNFINISHED} "
+                             "GROUP BY kind, status")
                 if run_id is None else
                 self._read("SELECT kind, status, count(*) FROM tasks WHERE run_id = ? "
                            "GROUP BY kind, status", (run_id,)))
@@ -824,7 +852,7 @@ class SqliteStore:
         last = self._read("SELECT max(at) FROM task_history")[0][0]
         end = until if until is not None else default_until(now, last)
         low = max(since if since is not None else end - HISTORY_WINDOW_S, now - HISTORY_KEPT_S)
-        changes = [(at, Status(status), n) for at, status, n in self._read(
+        changes = [(at, status, n) for at, status, n in self._read(
             "SELECT at, status, n FROM task_history WHERE at >= ? AND n != 0", (int(low),))]
         start, end = history_window(changes, since, end)
         return history_points(self.stats().counts, (c for c in changes if c[0] > start),
@@ -832,19 +860,18 @@ class SqliteStore:
 
     def _run_history(self, run_id: str, points: int, since: float | None,
                      until: float | None, now: float) -> list[TimelinePoint]:
-        rows = self._read("SELECT status, created_at, started_at, finished_at, heartbeat_at "
-                          "FROM tasks WHERE run_id = ?", (run_id,))
+        rows = [(Status(st), from_epoch(c), from_epoch(f)) for st, c, f in self._read(
+            "SELECT status, created_at, finished_at FROM tasks WHERE run_id = ?", (run_id,))]
         if not rows:
             return []
-        changes = changes_of((Status(st), from_epoch(c), from_epoch(s), from_epoch(f),
-                              from_epoch(h)) for st, c, s, f, h in rows)
+        changes = changes_of(rows)
         counts = {s: 0 for s in Status}
         for row in rows:
-            counts[Status(row[0])] += 1
+            counts[row[0]] += 1
         start = since if since is not None else float(min(c[0] for c in changes))
+        unfinished = any(not status.finished for status, _, _ in rows)
         end = until if until is not None else (
-            now if counts[Status.PENDING] + counts[Status.RUNNING] + counts[Status.ASSIGNED]
-            + counts[Status.FAILED] else float(max(c[0] for c in changes)))
+            now if unfinished else float(max(c[0] for c in changes)))
         return history_points(counts, (c for c in changes if c[0] > start), start,
                               max(start, end), points)
 
