@@ -564,6 +564,7 @@ CREATE TABLE IF NOT EXISTS pruned_tasks (
     run_id    text,
     pruned_at timestamptz NOT NULL
 );
+CREATE INDEX IF NOT EXISTS pruned_tasks_at ON pruned_tasks (pruned_at);
 
 -- the clock of the triggers: a test's fake time (set on the session), else the server's
 CREATE OR REPLACE FUNCTION fp_clock() RETURNS timestamptz LANGUAGE sql STABLE AS $$

@@ -199,10 +199,10 @@ MIGRATIONS.append(
     CREATE TABLE clock (at INTEGER NOT NULL);
     INSERT INTO clock (at) VALUES (CAST(foreperson_now() AS INTEGER));
     CREATE TABLE pruned_tasks (
-        id        TEXT PRIMARY KEY,
+        id        TEXT NOT NULL UNIQUE,
         run_id    TEXT,
         pruned_at REAL NOT NULL
-    ) WITHOUT ROWID;
+    );
     CREATE INDEX tasks_finished ON tasks (finished_at) WHERE status IN {_FINISHED};
     CREATE INDEX effects_task ON effects (task_id);
     CREATE INDEX steps_ended ON steps (created_at) WHERE key = 'end';

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import uuid
@@ -9,6 +10,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from ...journal import RunRecord, Step, check_run_version, check_version
@@ -20,8 +22,9 @@ from ..metrics import (
     history_window,
 )
 from ..policy import EFFECT_CLAIMED, EFFECT_DONE, Reason, dead_reason, lease_expired_error
+from ..retention import PruneCandidate, PruneReport, Retention, prune_store, task_record
 from ..store import StoreStats, WorkerTotals, pruned_readd, validate_new_tasks
-from ..task import Clock, Status, SystemClock, Task, from_epoch
+from ..task import Clock, Status, SystemClock, Task, from_epoch, to_epoch
 
 __all__ = ["MemoryStore"]
 
@@ -75,6 +78,7 @@ class MemoryStore:
         # what the SQL stores keep in indexes and aggregates, so that nothing on the path
         # of a run reads every task
         self._seq: dict[str, int] = {}                    # task id -> insertion number
+        self._next_seq = 0
         self._waiting: dict[str, None] = {}               # PENDING/FAILED ids, by _seq
         self._waiting_sorted = True
         self._active: dict[str, None] = {}                # ASSIGNED/RUNNING ids
@@ -82,6 +86,7 @@ class MemoryStore:
         self._counts: dict[tuple[str, Status], int] = {}  # (kind, status) -> tasks
         self._run_time: dict[str, list[float]] = {}       # kind -> [seconds, completed]
         self._totals: dict[str, WorkerTotals] = {}
+        self._totals_at: dict[str, float] = {}            # worker -> last counted, epoch s
         self._pruned: dict[str, float] = {}               # tombstones: id -> when
 
     def __repr__(self) -> str:
@@ -137,7 +142,8 @@ class MemoryStore:
             return False
         if task.not_before is not None and task.not_before > now:
             return False
-        if any(self._tasks[d].status is not Status.COMPLETED for d in task.depends_on):
+        if any(d in self._tasks and self._tasks[d].status is not Status.COMPLETED
+               for d in task.depends_on):     # a pruned dependency had finished
             return False
         return not any(lock in self._held for lock in task.locks)
 
@@ -158,6 +164,7 @@ class MemoryStore:
                             "worker": task.assigned_to})
         if task.assigned_to:
             self._totals.setdefault(task.assigned_to, WorkerTotals()).failed += 1
+            self._totals_at[task.assigned_to] = self.clock.now()
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -185,7 +192,7 @@ class MemoryStore:
                 stored.assigned_to = stored.lease_token = stored.reason = None
                 stored.attempts = 0
                 self._tasks[stored.id] = stored
-                self._seq[stored.id] = len(self._seq) + len(self._pruned)
+                self._seq[stored.id] = self._next_seq = self._next_seq + 1
                 key = (stored.kind, Status.PENDING)
                 self._counts[key] = self._counts.get(key, 0) + 1
                 self._file(stored, Status.PENDING, present=True)
@@ -332,6 +339,7 @@ class MemoryStore:
                 spent[1] += 1
             if task.assigned_to:
                 self._totals.setdefault(task.assigned_to, WorkerTotals()).completed += 1
+                self._totals_at[task.assigned_to] = self.clock.now()
             self._release_locks(task)
             task.lease_token = None
             task.lease_expires_at = None
@@ -411,7 +419,7 @@ class MemoryStore:
             parked: list[str] = []
             if after is None:
                 dead = {d for i in self._waiting for d in self._tasks[i].depends_on
-                        if self._tasks[d].status is Status.DEAD}
+                        if d in self._tasks and self._tasks[d].status is Status.DEAD}
                 frontier = sorted(dead, key=self._seq.__getitem__)
             else:
                 frontier = [i for i in after if i in self._tasks
@@ -649,6 +657,137 @@ class MemoryStore:
                 record, status=status, result=data, error=error, stop_reason=stop_reason,
                 owner=None, lease_expires_at=None, updated_at=self._now())
             return True
+
+    # -- retention (foreperson.work.retention.Prunes) -----------------------------
+    def prune(self, retention: Retention, *, archive: str | Path | None = None,
+              dry_run: bool = False, max_seconds: float | None = None) -> PruneReport:
+        """See :meth:`foreperson.work.retention.Prunes.prune`."""
+        return prune_store(self, retention, archive=archive, dry_run=dry_run,
+                           max_seconds=max_seconds)
+
+    def _prune_candidates(self, cutoff: float, after: tuple[float, int], limit: int
+                          ) -> list[PruneCandidate]:
+        with self._lock:
+            found = []
+            for task in self._tasks.values():
+                done = to_epoch(task.finished_at)
+                if task.status.finished and done is not None and done < cutoff:
+                    key = (done, self._seq[task.id])
+                    if key > after:
+                        found.append(PruneCandidate(*key, task.id, task.run_id,
+                                                    task.status.value))
+            return sorted(found)[:limit]
+
+    def _prune_runs_over(self, run_ids: list[str], cutoff: float) -> set[str]:
+        with self._lock:
+            over = set()
+            for run_id in run_ids:
+                tasks = [self._tasks[i] for i in self._by_run.get(run_id, {})]
+                if not tasks or any(not t.status.finished for t in tasks):
+                    continue
+                if max(to_epoch(t.finished_at) or 0.0 for t in tasks) >= cutoff:
+                    continue
+                record = self._runs.get(run_id)
+                steps = self._steps.get(run_id, {})
+                if record is not None and (record.status not in ("completed", "failed")
+                                           or (to_epoch(record.updated_at) or 0) >= cutoff):
+                    continue
+                if record is None and "start" in steps and "end" not in steps:
+                    continue
+                over.add(run_id)
+            return over
+
+    def _prune_needed(self, ids: list[str]) -> set[str]:
+        with self._lock:
+            return {i for i in ids if any(not self._tasks[c].status.finished
+                                          for c in self._dependents.get(i, ()))}
+
+    def _prune_remove(self, ids: list[str], *, rows: bool
+                      ) -> tuple[dict[str, int], list[dict[str, Any]]]:
+        counts = {"tasks": 0, "edges": 0, "effects": 0, "runs": 0, "agent_runs": 0,
+                  "steps": 0}
+        records: list[dict[str, Any]] = []
+        with self._lock:
+            gone = [self._tasks[i] for i in ids if i in self._tasks
+                    and self._tasks[i].status.finished]
+            now = self.clock.now()
+            for task in gone:
+                if rows:
+                    records.append(task_record(_copy(task)))
+                del self._tasks[task.id]
+                del self._seq[task.id]
+                self._pruned[task.id] = now
+                self._counts[(task.kind, task.status)] -= 1
+                if task.status is Status.COMPLETED and task.started_at and task.finished_at:
+                    spent = self._run_time[task.kind]
+                    spent[0] -= (task.finished_at - task.started_at).total_seconds()
+                    spent[1] -= 1
+                counts["tasks"] += 1
+                counts["edges"] += len(set(task.depends_on)) + len(
+                    self._dependents.pop(task.id, []))
+                for dep in set(task.depends_on):
+                    if task.id in self._dependents.get(dep, []):
+                        self._dependents[dep].remove(task.id)
+                for key in [k for k, v in self._effects.items() if v[0] == task.id]:
+                    del self._effects[key]
+                    counts["effects"] += 1
+                if task.run_id is not None:
+                    members = self._by_run.get(task.run_id, {})
+                    members.pop(task.id, None)
+                    if not members:
+                        self._by_run.pop(task.run_id, None)
+                        counts["runs"] += 1
+                        self._drop_run(task.run_id, counts, records if rows else None)
+        return counts, records
+
+    def _drop_run(self, run_id: str, counts: dict[str, int],
+                  records: list[dict[str, Any]] | None) -> None:
+        record = self._runs.get(run_id)
+        steps = self._steps.pop(run_id, {})
+        if records is not None:
+            if record is not None and record.status in ("completed", "failed"):
+                records.append({"record": "run", **dataclasses.asdict(record)})
+            records += [{"record": "step", **dataclasses.asdict(s)} for s in steps.values()]
+        counts["steps"] += len(steps)
+        if record is not None and record.status in ("completed", "failed"):
+            del self._runs[run_id]
+            counts["agent_runs"] += 1
+
+    def _prune_ledger(self, cutoff: float, limit: int, *, rows: bool, dry_run: bool
+                      ) -> tuple[dict[str, int], list[dict[str, Any]]]:
+        counts = {"agent_runs": 0, "journals": 0, "steps": 0, "more": 0}
+        records: list[dict[str, Any]] = []
+        with self._lock:
+            durable = [r.run_id for r in self._runs.values()
+                       if r.status in ("completed", "failed")
+                       and (to_epoch(r.updated_at) or 0) < cutoff
+                       and r.run_id not in self._by_run][:limit]
+            ended = [run_id for run_id, steps in self._steps.items()
+                     if "end" in steps and (to_epoch(steps["end"].created_at) or 0) < cutoff
+                     and run_id not in self._runs and run_id not in self._by_run][:limit]
+            if dry_run:
+                return {"agent_runs": len(durable), "journals": len(ended)}, records
+            for run_id in durable + ended:
+                before = counts["agent_runs"]
+                self._drop_run(run_id, counts, records if rows else None)
+                counts["journals"] += counts["agent_runs"] == before
+        return counts, records
+
+    def _prune_aggregates(self, history_before: float, workers_before: float,
+                          tombstones_before: float, *, dry_run: bool) -> dict[str, int]:
+        if dry_run:
+            return {}
+        with self._lock:
+            old = [i for i, at in self._pruned.items() if at < tombstones_before]
+            for task_id in old:
+                del self._pruned[task_id]
+            gone = [w for w, at in self._totals_at.items() if at < workers_before]
+            for name in gone:
+                del self._totals[name], self._totals_at[name]
+            return {"tombstones": len(old), "workers": len(gone)}
+
+    def _prune_space(self) -> int:
+        return 0
 
     def close(self) -> None:
         """Nothing to release."""

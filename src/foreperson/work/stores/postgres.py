@@ -78,6 +78,7 @@ from ..store import (
 )
 from ..task import Clock, Status, SystemClock, Task, from_epoch
 from ._pg_migrate import apply_migrations
+from ._pg_prune import PostgresPruning
 from ._pg_queries import COLUMNS, RUN_COLUMNS, Q
 from ._pg_schema import LATEST
 
@@ -281,7 +282,7 @@ class ResourceLimit:
                 f"rate_per_s={self.rate_per_s}, burst={self.burst})")
 
 
-class PostgresStore:
+class PostgresStore(PostgresPruning):
     """A :class:`~foreperson.work.store.TaskStore` in PostgreSQL, shared by worker
     processes on any number of machines. See the module docstring for how claims, leases,
     limits and wake-ups work.
@@ -308,6 +309,11 @@ class PostgresStore:
             foreperson (upgrade foreperson), or missing / old with ``migrate=False``.
     """
 
+    _task_columns = COLUMNS
+    _run_columns = RUN_COLUMNS
+    _row_to_task = staticmethod(_row_to_task)
+    _row_to_run = staticmethod(_row_to_run)
+
     def __init__(self, dsn: str, *, schema: str | None = None, migrate: bool = True,
                  pool_size: int = 10, connect_timeout_s: float = 10.0,
                  clock: Clock | None = None) -> None:
@@ -323,6 +329,7 @@ class PostgresStore:
         self.clock: Clock = clock or SystemClock()
         self._local = threading.local()
         self._closed = False
+        self._pruned_locks: set[str] = set()
         self._ready = _Listener(self, self.channel)
         self._done = _Listener(self, f"{self.schema}.done")
         self._psycopg = psycopg

@@ -40,6 +40,7 @@ from ..store import (
     validate_new_tasks,
 )
 from ..task import Clock, Status, SystemClock, Task, from_epoch, to_epoch
+from ._sqlite_prune import SqlitePruning
 from ._sqlite_schema import MIGRATIONS, statements
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
@@ -277,7 +278,7 @@ def _row_to_run(row: tuple[Any, ...]) -> RunRecord:
         from_epoch(updated_at)))
 
 
-class SqliteStore:
+class SqliteStore(SqlitePruning):
     """A :class:`~foreperson.work.store.TaskStore` in one SQLite file.
 
     Args:
@@ -293,6 +294,13 @@ class SqliteStore:
         StoreError: the file cannot be opened or has a newer schema than this version
             of foreperson knows.
     """
+
+    _task_columns = _COLUMNS
+    _step_columns = "run_id, key, kind, digest, result, version, created_at, seq, request"
+    _run_columns = _RUN_COLUMNS
+    _row_to_task = staticmethod(_row_to_task)
+    _row_to_step = staticmethod(_row_to_step)
+    _row_to_run = staticmethod(_row_to_run)
 
     def __init__(self, path: str | Path, *, clock: Clock | None = None,
                  synchronous: str = "FULL", busy_timeout_s: float = 30.0) -> None:
