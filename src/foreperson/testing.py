@@ -1,5 +1,6 @@
-"""Test doubles that ship with foreperson: a manual clock, and scripted and
-function-driven models that need no network. Use them in your own tests."""
+"""Test doubles that ship with foreperson: a manual clock, scripted and function-driven
+models that need no network, and :func:`fill_history` (a store as months of nightly jobs
+leave it, for testing what history costs). Use them in your own tests."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ from .models import (
     Usage,
     parse_output,
 )
+from .work.stores._fill import FillPlan, fill_history
 
 __all__ = [
+    "FillPlan",
     "FunctionModel",
     "ManualClock",
     "RecordedCall",
@@ -32,6 +35,7 @@ __all__ = [
     "ScriptedModel",
     "UnexpectedModelCall",
     "UnusedReplies",
+    "fill_history",
 ]
 
 

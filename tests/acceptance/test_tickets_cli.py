@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -311,6 +312,17 @@ def test_two_nightly_files_of_one_name_never_share_results(tmp_path):
     assert mixed.returncode == 2
     assert "holds 10 ticket(s) that are not in day1/tickets.csv" in mixed.stderr
     assert "its own --db and --out" in mixed.stderr
+    # a month later, the earlier night's task database goes; its results stay
+    day1_db = tmp_path / default_names(tmp_path / "day1" / "tickets.csv")[0]
+    with sqlite3.connect(day1_db) as conn:
+        conn.execute("UPDATE tasks SET created_at = created_at - 40 * 86400, "
+                     "finished_at = finished_at - 40 * 86400")
+    later = foreperson("tickets", "day2/tickets.csv", "--prune-older-than", "30d",
+                       "--no-progress", cwd=tmp_path)
+    assert f"deleted the task database of an earlier run: {day1_db}" in later.stdout
+    assert "(60 tasks, the last finished 40.0 days ago)" in later.stdout
+    assert not day1_db.exists() and (tmp_path / outs[0]).exists()
+    assert (tmp_path / default_names(tmp_path / "day2" / "tickets.csv")[0]).exists()
 
 
 def test_repeated_rows_are_processed_once_and_conflicts_named_together(tmp_path):

@@ -1,5 +1,8 @@
-"""``foreperson db``: the PostgreSQL schema (migrations) and shared-resource limits.
+"""``foreperson db``: retention, the PostgreSQL schema (migrations) and shared-resource
+limits.
 
+    foreperson db prune --db tasks.db --older-than 30d        # old finished work leaves
+    foreperson db prune --dsn ... --older-than 30d --keep-dead 90d --archive old.jsonl.gz
     foreperson db migrate --dsn postgresql://user@host/db      # bring the schema up to date
     foreperson db version --dsn ...                            # applied / known versions
     foreperson db limit model-api --rate 10 --burst 10 --dsn ...   # 10 claims/s, all machines
@@ -10,20 +13,21 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from ..errors import ConfigurationError
-from ._common import DSN_HELP
+from ._common import DB_HELP, DSN_HELP, open_store, where
 
 if TYPE_CHECKING:
     from ..work.stores.postgres import PostgresStore
 
 SCHEMA_HELP = "PostgreSQL schema of the task tables (default: $FOREPERSON_PG_SCHEMA or foreperson)."
 
-db_app = typer.Typer(help="The PostgreSQL schema and shared-resource limits.",
-                     no_args_is_help=True)
+db_app = typer.Typer(help="Retention (old finished work leaves the store), the PostgreSQL "
+                          "schema and shared-resource limits.", no_args_is_help=True)
 
 
 def _store(dsn: str | None, schema: str | None, *, migrate: bool) -> PostgresStore:
@@ -31,6 +35,42 @@ def _store(dsn: str | None, schema: str | None, *, migrate: bool) -> PostgresSto
         raise ConfigurationError("foreperson db needs --dsn (a PostgreSQL DSN)")
     from ..work.stores.postgres import PostgresStore
     return PostgresStore(dsn, schema=schema, migrate=migrate, pool_size=2)
+
+
+@db_app.command()
+def prune(
+    older_than: Annotated[str, typer.Option(help="Remove finished work whose last task finished longer ago than this: `30d`, `12h`, `90m`, `2w`.")],
+    keep_dead: Annotated[Optional[str], typer.Option(help="Keep DEAD tasks this long instead (at least --older-than): they are the ones a person may still retry.")] = None,  # noqa: UP045
+    archive: Annotated[Optional[Path], typer.Option(help="Append every removed record to this gzip'd JSON-lines file first (`.jsonl.gz`).")] = None,  # noqa: UP045
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would go; remove nothing.")] = False,
+    forget_after: Annotated[str, typer.Option(help="Keep the tombstone of each removed task this long: until then, adding its id again is refused instead of running it twice.")] = "365d",
+    max_seconds: Annotated[Optional[float], typer.Option(min=1.0, help="Stop after about this many seconds (run it again for the rest).")] = None,  # noqa: UP045
+    db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None,  # noqa: UP045
+    dsn: Annotated[Optional[str], typer.Option(help=DSN_HELP)] = None,  # noqa: UP045
+    schema: Annotated[Optional[str], typer.Option(help=SCHEMA_HELP)] = None,  # noqa: UP045
+) -> None:
+    """Remove old finished work, safely while workers run: whole runs whose every task
+    is COMPLETED or DEAD (with their dependency edges, locks, side-effect records and
+    journal), durable agent runs that completed or failed, state-machine journals that
+    ended. Nothing unfinished goes, nor anything an unfinished task depends on, nor any
+    part of a run that is waiting, parked on an approval or interrupted. Each transaction
+    removes at most 200 tasks, so claims never wait long.
+
+    Run it every night, e.g. from cron:
+    `15 3 * * * foreperson db prune --db /srv/jobs/tasks.db --older-than 30d --archive
+    /srv/archive/tasks-$(date +%F).jsonl.gz`."""
+    from ..work.retention import Prunes, Retention, parse_age
+
+    rule = Retention.parse(older_than, keep_dead,
+                           forget_after_s=parse_age(forget_after, what="--forget-after"))
+    store = open_store(db, dsn, must_exist=True, schema=schema)
+    try:
+        if not isinstance(store, Prunes):       # pragma: no cover - every bundled store is
+            raise ConfigurationError(f"{type(store).__name__} cannot prune")
+        report = store.prune(rule, archive=archive, dry_run=dry_run, max_seconds=max_seconds)
+    finally:
+        store.close()
+    typer.echo(f"{where(store, db)}: {report.summary()}")
 
 
 @db_app.command()

@@ -54,6 +54,9 @@ def status(
             "counts": {s.value: n for s, n in stats.counts.items()},
             "active_by_worker": stats.active_by_worker,
             "workers": workers,
+            "workers_last_seen": {w["name"]: w["last_heartbeat"] for w in workers
+                                  if w["last_heartbeat"]},
+            "workers_health": {w["name"]: w["health"] for w in workers},
             "oldest_unfinished_age_s": stats.oldest_unfinished_age_s,
             "dead": [{"id": t.id, "kind": t.kind, "reason": t.reason, "error": t.error}
                      for t in dead],

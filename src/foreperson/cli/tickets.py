@@ -108,6 +108,20 @@ def _check_paths(db: str | None, out: Path) -> None:
         check_writable_path(db, "--db", "the SQLite task database")
 
 
+def _prune_earlier(age: str, *, db: str | None, dsn: str | None, schema: str | None) -> None:
+    """``--prune-older-than``: delete earlier runs' task databases, saying which."""
+    import time
+
+    from ..tickets.retention import prune_earlier_runs
+    from ..work.retention import parse_age
+
+    gone = prune_earlier_runs(older_than_s=parse_age(age, what="--prune-older-than"),
+                              now=time.time(), db=db, dsn=dsn, schema=schema)
+    for run in gone:
+        typer.echo(f"deleted the task database of an earlier run: {run.where} ({run.tasks} "
+                   f"tasks, the last finished {run.last_s / 86400:.1f} days ago)")
+
+
 def tickets(
     input_file: Annotated[Optional[Path], typer.Argument(metavar="INPUT", help="Tickets: .csv, .json (a list) or .jsonl.")] = None,  # noqa: UP045
     workers: Annotated[int, typer.Option("--workers", "-w", min=0, max=1024, help="Local workers for --model (its calls wait on the network); the offline model is CPU-bound and works in batches on one local worker whatever this says. 0 = only supervise (with --dsn, remote `foreperson worker foreperson.tickets.job` processes do the work).")] = 8,
@@ -131,6 +145,7 @@ def tickets(
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Live progress display (default: on a terminal).")] = None,  # noqa: UP045
     metrics_port: Annotated[Optional[int], typer.Option(min=0, max=65535, help=METRICS_PORT_HELP)] = None,  # noqa: UP045
     metrics_host: Annotated[str, typer.Option(help=METRICS_HOST_HELP)] = "127.0.0.1",
+    prune_older_than: Annotated[Optional[str], typer.Option(help="First delete the task databases of earlier runs (each input has its own: `*.tasks.db` in this run's folder, or with --dsn its schema) whose every task finished longer ago than this, e.g. `30d`; their results files stay.")] = None,  # noqa: UP045
 ) -> None:
     """Classify every ticket, draft a reply and flag what needs a human.
 
@@ -158,6 +173,8 @@ def tickets(
         db = default_db
     out = out or Path(default_out)
     _check_paths(db if not dsn else None, out)                      # before any work
+    if prune_older_than:
+        _prune_earlier(prune_older_than, db=None if dsn else db, dsn=dsn, schema=schema)
     ticket_file = read_tickets(input_file, id_column=id_column, subject_column=subject_column,
                                body_column=body_column)             # fails before any work
     for line, ticket_id, reason in ticket_file.skipped:

@@ -19,6 +19,10 @@ without a heartbeat, or the task's own ``stale_after``; judged by the database's
 goes back to PENDING, or DEAD once its attempts are used up; tasks whose dependency is DEAD are parked. So a killed
 worker (even ``kill -9``) strands nothing, with no separate sweeper to run.
 
+Retention: with ``--retain 30d`` (and ``--keep-dead 90d``) the process also prunes old
+finished work every hour, a few seconds at a time (as ``foreperson db prune``); one
+worker doing it is enough, and several are harmless.
+
 Stopping: SIGTERM or SIGINT stops claiming, lets in-flight tasks finish for up to
 ``--grace`` seconds, then gives back (releases, attempt not counted) whatever is still
 held and exits. A second signal skips the wait.
@@ -34,7 +38,9 @@ from typing import Annotated, Optional
 import anyio
 import typer
 
+from ..errors import ConfigurationError
 from ..work.process import AppWorker, default_worker_name, load_app, process_supervisor, serve
+from ..work.retention import Retention
 from ._common import (
     DB_HELP,
     DSN_HELP,
@@ -69,6 +75,11 @@ def worker(
                       "(3-5x the p99 task duration).")] = 90.0,
     name: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="Worker name (default host:pid).")] = None,
+    retain: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Prune finished work older than this while serving (`30d`; see `foreperson db "
+             "prune`): every hour, a few seconds at a time. Default: keep everything.")] = None,
+    keep_dead: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="With --retain: keep DEAD tasks this long instead (`90d`).")] = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
     metrics_port: Annotated[Optional[int], typer.Option(min=0, max=65535, help=METRICS_PORT_HELP)] = None,  # noqa: UP045
     metrics_host: Annotated[str, typer.Option(help=METRICS_HOST_HELP)] = "127.0.0.1",
@@ -86,11 +97,14 @@ def worker(
     chosen = [k.strip() for k in kinds.split(",") if k.strip()] if kinds else None
     process_worker = AppWorker(app, name or default_worker_name(), kinds=chosen,
                                concurrency=concurrency)
+    if keep_dead and not retain:
+        raise ConfigurationError("--keep-dead goes with --retain (how long finished work stays)")
+    retention = Retention.parse(retain, keep_dead) if retain else None
     store = open_store(db, dsn, schema=schema)
     stop_metrics = start_metrics(store, metrics_port, metrics_host)
     try:
         supervisor = process_supervisor(store, process_worker, stale_after_s=stale_after,
-                                        prefetch=prefetch)
+                                        prefetch=prefetch, retention=retention)
         log.info("worker %s: kinds %s, concurrency %d, stale_after %g s",
                  process_worker.name, sorted(process_worker.can_do), concurrency, stale_after)
         drained = anyio.run(lambda: serve(supervisor, grace_s=grace,

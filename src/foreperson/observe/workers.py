@@ -1,8 +1,9 @@
 """The live workers, as ``foreperson status`` and the page show them.
 
-A worker is *live* when it holds tasks, or when its process recorded a heartbeat in the
-last :data:`GONE_AFTER_S` seconds (so a worker that just died is still shown, as stale).
-Workers that are gone and hold nothing drop out of the table; what they did stays in
+A worker is shown when it holds tasks, or when its process recorded a heartbeat or it
+finished a task in the last :data:`GONE_AFTER_S` seconds (so a worker that just died is
+still shown, as stale, and the workers of a run that just ended, as finished). Workers
+that are gone and hold nothing drop out of the table; what they did stays in
 the store's per-worker counts (``worker_totals``). Everything here reads the held tasks
 and the worker table only: its cost is the size of the table it draws.
 """
@@ -22,8 +23,8 @@ STALE_WORKER_S = 30.0
 """A worker process that has not recorded a heartbeat for this long is shown as stale."""
 
 GONE_AFTER_S = 600.0
-"""A worker that holds nothing and has not recorded a heartbeat for this long is no
-longer shown (seconds)."""
+"""A worker that holds nothing and has neither recorded a heartbeat nor finished a task
+for this long is no longer shown (seconds)."""
 
 
 def held_tasks(store: TaskStore, run_id: str | None = None) -> list[Task]:
@@ -97,10 +98,16 @@ def live_workers(store: TaskStore, stats: StoreStats,
             seen = last_beat.get(task.assigned_to)
             last_beat[task.assigned_to] = max(seen, task.heartbeat_at) if seen else \
                 task.heartbeat_at
+    recent = stats.now.timestamp() - GONE_AFTER_S
     names = set(stats.active_by_worker) | {
-        name for name, record in records.items()
-        if (stats.now - record.heartbeat_at).total_seconds() <= GONE_AFTER_S}
-    totals = store.worker_totals(names) if isinstance(store, ReportsWork) else {}
+        name for name, record in records.items() if record.heartbeat_at.timestamp() >= recent}
+    totals = {}
+    if isinstance(store, ReportsWork):       # and those that did work lately (a run ended)
+        totals = store.worker_totals(since=recent)
+        names |= set(totals)
+        missing = names - set(totals)
+        if missing:
+            totals.update(store.worker_totals(missing))
     out = []
     for name in sorted(names):
         record = records.get(name)

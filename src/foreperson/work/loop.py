@@ -6,8 +6,9 @@ their worker's lane; each lane runs ``concurrency`` consumers that take the next
 the moment one ends (its prefetched tasks are already there); a batch worker's
 consumer takes up to ``batch_size`` queued tasks of one kind at once. Side tasks: heartbeats
 (at a third of the shortest lease held, at most every 10 s), wake-ups from the store
-(PostgreSQL ``LISTEN``), giving back prefetched tasks stuck behind a long one, and
-progress callbacks (run in a thread, never on the event loop).
+(PostgreSQL ``LISTEN``), giving back prefetched tasks stuck behind a long one, progress
+callbacks (run in a thread, never on the event loop), and retention when the supervisor
+has one (old finished work pruned in the background).
 
 A task waiting on its children lends its slot (:meth:`RunLoop.lend`): the lane gets one
 more consumer until the task resumes, so parents waiting on children never starve them.
@@ -31,6 +32,7 @@ from .. import telemetry
 from ..errors import StoreError
 from ._observe import attempt_began, attempt_ended, attempt_span
 from .policy import Reason
+from .retention import Prunes, Retention
 from .store import StoreStats, TracksWorkers, WakesOnWork
 from .task import Status, Task
 from .worker import Worker
@@ -220,6 +222,8 @@ class RunLoop:
                     group.start_soon(self._registration, self.sup.store)
                 if isinstance(self.sup.store, WakesOnWork):
                     group.start_soon(self._listen, self.sup.store)
+                if self.sup.retention is not None and isinstance(self.sup.store, Prunes):
+                    group.start_soon(self._retain, self.sup.store, self.sup.retention)
                 final = await self._turns()
                 group.cancel_scope.cancel()
         except BaseExceptionGroup as errors:   # one failure: raise it, not a group
@@ -468,6 +472,25 @@ class RunLoop:
                     await anyio.to_thread.run_sync(record, False)
                 except StoreError as exc:
                     log.warning("cannot forget this run's workers: %s", exc)
+
+    async def _retain(self, store: Prunes, retention: Retention) -> None:
+        """Prune old finished work every ``retention.every_s`` seconds, the first time a
+        minute after the start, at most five seconds per call (the turns go on
+        meanwhile: the store gives claims the lock between two batches)."""
+        await anyio.sleep(min(60.0, retention.every_s))
+        while True:
+            try:
+                report = await anyio.to_thread.run_sync(
+                    lambda: store.prune(retention, max_seconds=5.0))
+            except StoreError as exc:
+                log.warning("retention: cannot prune now (%s); trying again later", exc)
+            else:
+                if report.tasks or report.steps:
+                    log.info("retention: %s", report.summary())
+                if not report.complete:
+                    await anyio.sleep(1.0)
+                    continue
+            await anyio.sleep(retention.every_s)
 
     async def _listen(self, store: WakesOnWork) -> None:
         kinds = self.sup.known_kinds()

@@ -34,6 +34,7 @@ import anyio.to_thread
 
 from ..errors import ConfigurationError, StoreError
 from .app import App
+from .retention import Retention
 from .store import TaskStore, TracksWorkers
 from .supervisor import Supervisor
 from .task import Status, Task
@@ -155,7 +156,8 @@ def default_worker_name() -> str:
 
 
 def process_supervisor(store: TaskStore, worker: Worker, *, stale_after_s: float = 90.0,
-                       prefetch: int | None = None) -> Supervisor:
+                       prefetch: int | None = None,
+                       retention: Retention | None = None) -> Supervisor:
     """The supervisor one worker process runs around its worker.
 
     Pull mode: the process claims for itself, only kinds ``worker`` can do, only into
@@ -170,13 +172,15 @@ def process_supervisor(store: TaskStore, worker: Worker, *, stale_after_s: float
         stale_after_s: seconds without a heartbeat before a task is reclaimed.
         prefetch: look-ahead; default the concurrency (one waiting task per slot: a
             prefetched task costs no attempt, and one waiting more than 2 s is given back).
+        retention: prune old finished work while serving (``foreperson worker
+            --retain``); None: never.
 
     Returns:
         the supervisor, with ``worker`` registered.
     """
     prefetch = worker.concurrency if prefetch is None else prefetch
     supervisor = Supervisor(store, pull=True, stale_after=stale_after_s, prefetch=prefetch,
-                            kinds=worker.can_do)
+                            kinds=worker.can_do, retention=retention)
     supervisor.claim_batch = worker.slots + prefetch * (worker.batch_size or 1)
     supervisor.register(worker)
     return supervisor

@@ -375,10 +375,12 @@ class WorkerTotals:
         completed: tasks it completed (COMPLETED with ``assigned_to`` = the worker).
         failed: failed attempts recorded against it (``errors`` entries naming it, a
             reclaim after its lease expired included).
+        last_at: when it last completed or failed a task (UTC; not compared).
     """
 
     completed: int = 0
     failed: int = 0
+    last_at: datetime | None = field(default=None, compare=False)
 
 
 @runtime_checkable
@@ -390,9 +392,16 @@ class ReportsWork(Protocol):
         store or of one run."""
         ...
 
-    def worker_totals(self, names: Collection[str] | None = None) -> dict[str, WorkerTotals]:
-        """Per worker name (of ``names``, or every name ever seen): tasks completed and
-        failed attempts, counted as they happened (pruning tasks does not lower them)."""
+    def worker_totals(self, names: Collection[str] | None = None, *,
+                      since: float | None = None) -> dict[str, WorkerTotals]:
+        """Per worker name: tasks completed and failed attempts, counted as they happened
+        (pruning tasks does not lower them).
+
+        Args:
+            names: these workers only (None: every name, or those of ``since``).
+            since: with ``names`` None, the workers that completed or failed a task at or
+                after this time, epoch seconds (an index read: the recent ones only).
+        """
         ...
 
     def history(self, *, run_id: str | None = None, points: int = 60,

@@ -43,6 +43,7 @@ from ..retry import backoff_seconds, is_retryable, retry_after_seconds
 from .dispatcher import Dispatcher
 from .handles import TaskHandle, Waiters, as_completed
 from .loop import Outcome, RunLoop, RunReport
+from .retention import Retention
 from .store import BacksOffResources, CompletesAndClaims, StoreStats, TaskStore
 from .stores.memory import MemoryStore
 from .strategies import STRATEGIES
@@ -135,6 +136,10 @@ class Supervisor:
             so its lease expires and the task is reclaimed and run again, and the hung
             attempt's late result is refused. ``Worker(timeout_s=)`` bounds an attempt
             more precisely.
+        retention: remove old finished work while running (a long-lived process, e.g.
+            ``foreperson worker --retain 30d``): every ``retention.every_s`` seconds, in
+            the background, a few seconds at a time (see :mod:`foreperson.work.retention`;
+            None, the default: never).
 
     Raises:
         ConfigurationError: unknown strategy or a lease that is not a positive number
@@ -148,7 +153,7 @@ class Supervisor:
                  sweep_every_s: float | None = None, clock: Clock | None = None,
                  rng: random.Random | None = None, pull: bool = False, prefetch: int = 1,
                  prefetch_wait_s: float = 2.0, claim_batch: int | None = None,
-                 hung_after: float | None = 10.0) -> None:
+                 hung_after: float | None = 10.0, retention: Retention | None = None) -> None:
         if strategy not in STRATEGIES:
             raise ConfigurationError(f"unknown strategy {strategy!r}: choose one of {STRATEGIES}")
         leases = {"stale_after": stale_after, **(stale_after_by_kind or {})}
@@ -181,6 +186,7 @@ class Supervisor:
         self._next_heartbeat = 0.0
         self._stored: dict[tuple[str, str], bool] = {}   # completions written in bulk
         self.hung_after = hung_after
+        self.retention = retention
         self._hung: set[str] = set()
         self._loop: RunLoop | None = None
 

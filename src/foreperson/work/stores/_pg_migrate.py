@@ -15,7 +15,7 @@ from typing import Any
 
 from ...errors import StoreError
 from ..metrics import HISTORY_KEPT_S
-from ._pg_schema import FRESH, INDEXES, LATEST, MIGRATIONS
+from ._pg_schema import DROPPED, FRESH, INDEXES, LATEST, MIGRATIONS
 
 __all__ = ["apply_migrations"]
 
@@ -106,6 +106,8 @@ def _migrate(conn: Any, schema: str, target: int) -> tuple[int, int]:
             conn.execute(MIGRATIONS[number - 1])
         for index in INDEXES.get(number, []):
             _build_concurrently(conn, schema, index)
+        for index in DROPPED.get(number, []):
+            conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index}")
         if number == 6:
             _backfill_aggregates(conn, schema)
         with conn.transaction():

@@ -250,8 +250,7 @@ Q: dict[str, str] = {
         RETURNING t.id""",
     "revive": """
         WITH RECURSIVE chosen(id) AS (
-            SELECT id FROM tasks
-            WHERE status = 'dead' AND (%(ids)s::text[] IS NULL OR id = ANY (%(ids)s))
+            SELECT id FROM tasks WHERE id = ANY (%(ids)s) AND status = 'dead'
             UNION
             SELECT t.id FROM chosen c
             JOIN task_deps d ON d.dep_id = c.id
@@ -360,16 +359,19 @@ Q: dict[str, str] = {
     "run_history": """
         SELECT status, extract(epoch FROM created_at), extract(epoch FROM finished_at)
         FROM tasks WHERE run_id = %(run)s""",
+    # named workers, or those seen since a time (the worker_counts_last index), or all
     "worker_totals": """
-        SELECT name, sum(completed), sum(failed) FROM (
-            SELECT name, completed, failed FROM worker_counts
-            WHERE %(names)s::text[] IS NULL OR name = ANY (%(names)s)
+        SELECT name, sum(completed), sum(failed), max(last_at) FROM (
+            SELECT name, completed, failed, last_at FROM worker_counts
+            WHERE (%(names)s::text[] IS NULL OR name = ANY (%(names)s))
+              AND (%(since)s::timestamptz IS NULL OR last_at >= %(since)s)
             UNION ALL
             SELECT worker, CASE WHEN status = 'completed' THEN n ELSE 0 END,
-                   CASE WHEN status = 'failed' THEN n ELSE 0 END
+                   CASE WHEN status = 'failed' THEN n ELSE 0 END, to_timestamp(at)
             FROM task_deltas
             WHERE worker IS NOT NULL AND (%(names)s::text[] IS NULL OR worker = ANY (%(names)s))
-        ) w GROUP BY name""",
+        ) w GROUP BY name
+        HAVING %(since)s::timestamptz IS NULL OR max(last_at) >= %(since)s""",
     "worker_seen": f"""
         INSERT INTO workers (name, kinds, concurrency, started_at, heartbeat_at, host, pid)
         VALUES (%(name)s, %(kinds)s, %(concurrency)s, {_NOW}, {_NOW}, %(host)s, %(pid)s)

@@ -64,7 +64,7 @@ task (``Supervisor.submit``) that ends notifies ``<schema>.done`` with its id
 
 from __future__ import annotations
 
-__all__ = ["FRESH", "INDEXES", "LATEST", "MIGRATIONS"]
+__all__ = ["DROPPED", "FRESH", "INDEXES", "LATEST", "MIGRATIONS"]
 
 # -- version 1: the contract of every store (tasks, dependencies, locks, effects) ------
 
@@ -550,6 +550,7 @@ CREATE TABLE IF NOT EXISTS worker_counts (
     failed    bigint NOT NULL DEFAULT 0,
     last_at   timestamptz NOT NULL
 );
+CREATE INDEX IF NOT EXISTS worker_counts_last ON worker_counts (last_at);
 CREATE TABLE IF NOT EXISTS task_deltas (
     at     bigint NOT NULL,
     kind   text NOT NULL,
@@ -704,6 +705,10 @@ INDEXES_V6 = [
 """Indexes of version 6, built ``CONCURRENTLY`` on a populated schema (writers never
 wait for them) and plainly in a new one."""
 
+DROPPED_V6 = ["tasks_dead"]
+"""Indexes version 6 drops (``CONCURRENTLY``): every DEAD task of the history, read
+whole when the newest were asked for; ``tasks_problems`` serves those a page at a time."""
+
 MIGRATIONS: list[str] = [
     # 0 -> 1
     _MIGRATIONS_TABLE + _TABLES_V1 + _NOTIFY_V1 + _CLAIM_V1,
@@ -728,7 +733,11 @@ INDEXES: dict[int, list[str]] = {6: INDEXES_V6}
 """Per version, the indexes it adds on tables that may be large, as ``name ON table
 (...)``: built with ``CREATE INDEX CONCURRENTLY`` outside the migration's transaction."""
 
+DROPPED: dict[int, list[str]] = {6: DROPPED_V6}
+"""Per version, the indexes it drops (``DROP INDEX CONCURRENTLY`` after its transaction)."""
+
 FRESH = "\n".join(MIGRATIONS) + "\n" + "\n".join(
-    f"CREATE INDEX {index};" for version in sorted(INDEXES) for index in INDEXES[version])
+    [f"CREATE INDEX {index};" for version in sorted(INDEXES) for index in INDEXES[version]]
+    + [f"DROP INDEX {index};" for version in sorted(DROPPED) for index in DROPPED[version]])
 """The whole current schema for a new database (version ``LATEST``): every migration in
 order, in one transaction."""

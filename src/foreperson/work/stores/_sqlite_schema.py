@@ -196,6 +196,7 @@ MIGRATIONS.append(
         failed    INTEGER NOT NULL DEFAULT 0,
         last_at   REAL NOT NULL
     ) WITHOUT ROWID;
+    CREATE INDEX worker_counts_last ON worker_counts (last_at);
     CREATE TABLE clock (at INTEGER NOT NULL);
     INSERT INTO clock (at) VALUES (CAST(foreperson_now() AS INTEGER));
     CREATE TABLE pruned_tasks (

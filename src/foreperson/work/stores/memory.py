@@ -531,11 +531,15 @@ class MemoryStore:
                 out.setdefault(t.kind, dict.fromkeys(Status, 0))[t.status] += 1
         return out
 
-    def worker_totals(self, names: Collection[str] | None = None) -> dict[str, WorkerTotals]:
+    def worker_totals(self, names: Collection[str] | None = None, *,
+                      since: float | None = None) -> dict[str, WorkerTotals]:
         """See :meth:`ReportsWork.worker_totals`."""
         with self._lock:
-            return {name: replace(totals) for name, totals in self._totals.items()
-                    if names is None or name in names}
+            return {name: replace(totals, last_at=from_epoch(self._totals_at.get(name)))
+                    for name, totals in self._totals.items()
+                    if (names is not None and name in names)
+                    or (names is None and (since is None
+                                           or self._totals_at.get(name, 0.0) >= since))}
 
     def history(self, *, run_id: str | None = None, points: int = 60,
                 since: float | None = None, until: float | None = None) -> list[TimelinePoint]:

@@ -772,7 +772,11 @@ class PostgresStore(PostgresPruning):
 
     def retry_dead(self, ids: Sequence[str] | None = None) -> list[str]:
         """See :meth:`TaskStore.retry_dead`."""
-        return [r[0] for r in self._run("revive", {"ids": None if ids is None else list(ids)})]
+        if ids is None:
+            with self._cursor(transaction=False) as cur:
+                cur.execute("SELECT id FROM tasks WHERE status = 'dead' ORDER BY seq")
+                ids = [r[0] for r in cur.fetchall()]
+        return [r[0] for r in self._run("revive", {"ids": list(ids)})]
 
     def claim_effect(self, key: str, task_id: str, token: str) -> bool:
         """See :meth:`TaskStore.claim_effect`. The task row is share-locked while the
@@ -848,10 +852,14 @@ class PostgresStore(PostgresPruning):
             out.setdefault(kind, dict.fromkeys(Status, 0))[Status(status)] = int(n)
         return out
 
-    def worker_totals(self, names: Collection[str] | None = None) -> dict[str, WorkerTotals]:
+    def worker_totals(self, names: Collection[str] | None = None, *,
+                      since: float | None = None) -> dict[str, WorkerTotals]:
         """See :meth:`ReportsWork.worker_totals`: from the aggregates."""
-        return {name: WorkerTotals(int(done), int(failed)) for name, done, failed in self._run(
-            "worker_totals", {"names": None if names is None else sorted(set(names))})}
+        rows = self._run("worker_totals", {
+            "names": None if names is None else sorted(set(names)),
+            "since": None if since is None or names is not None else from_epoch(since)})
+        return {name: WorkerTotals(int(done), int(failed), _utc(at))
+                for name, done, failed, at in rows}
 
     def history(self, *, run_id: str | None = None, points: int = 60,
                 since: float | None = None, until: float | None = None) -> list[TimelinePoint]:

@@ -839,16 +839,21 @@ class SqliteStore(SqlitePruning):
             out.setdefault(kind, dict.fromkeys(Status, 0))[Status(status)] = int(n)
         return out
 
-    def worker_totals(self, names: Collection[str] | None = None) -> dict[str, WorkerTotals]:
+    def worker_totals(self, names: Collection[str] | None = None, *,
+                      since: float | None = None) -> dict[str, WorkerTotals]:
         """See :meth:`ReportsWork.worker_totals`: from the aggregates (``worker_counts``)."""
-        if names is None:
-            rows = self._read("SELECT name, completed, failed FROM worker_counts")
-        else:
+        columns = "SELECT name, completed, failed, last_at FROM worker_counts"
+        if names is not None:
             wanted = sorted(set(names))
             rows = [r for i in range(0, len(wanted), 500) for r in self._read(
-                "SELECT name, completed, failed FROM worker_counts WHERE name IN "
-                f"({','.join('?' * len(wanted[i:i + 500]))})", wanted[i:i + 500])]
-        return {name: WorkerTotals(int(done), int(failed)) for name, done, failed in rows}
+                f"{columns} WHERE name IN ({','.join('?' * len(wanted[i:i + 500]))})",
+                wanted[i:i + 500])]
+        elif since is not None:
+            rows = self._read(f"{columns} WHERE last_at >= ?", (since,))
+        else:
+            rows = self._read(columns)
+        return {name: WorkerTotals(int(done), int(failed), from_epoch(at))
+                for name, done, failed, at in rows}
 
     def history(self, *, run_id: str | None = None, points: int = 60,
                 since: float | None = None, until: float | None = None) -> list[TimelinePoint]:
