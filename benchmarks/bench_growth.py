@@ -15,6 +15,10 @@ a slow moment of the disk hits them all alike):
   workers) and worker mode (the supervisor ``foreperson worker --concurrency 8`` runs);
 * enqueue: 2,000 tasks added one by one.
 
+The ratio to the empty store is the median of the rounds' ratios (each round measures
+every store back to back, starting from a different one), which a slow minute of the
+machine cannot skew the way it skews one median against another.
+
 Then, once per store: ``stats()``, ``foreperson status`` (a subprocess: wall time and
 peak memory), each JSON endpoint of ``foreperson serve`` and ``/metrics`` (a subprocess:
 the median of 10 requests each, and its peak memory), and ``db prune --older-than 30d``
@@ -79,6 +83,23 @@ class Backend:
         if self.kind == "sqlite":
             return ["--db", str(self.folder / f"{size}.db")]
         return ["--dsn", self.dsn, "--schema", self.name(size)]
+
+    def autovacuum_off(self) -> bool:
+        """Whether the PostgreSQL server runs without autovacuum."""
+        if self.kind != "postgres":
+            return False
+        import psycopg
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            return bool(conn.execute("SHOW autovacuum").fetchone()[0] == "off")
+
+    def vacuum(self, size: int) -> None:
+        """What autovacuum would do after a drain: VACUUM (ANALYZE) the busy tables."""
+        import psycopg
+        from psycopg import sql
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            for table in ("tasks", "task_deps", "task_deltas", "task_counts", "task_history"):
+                conn.execute(sql.SQL("VACUUM (ANALYZE) {}.{}").format(
+                    sql.Identifier(self.name(size)), sql.Identifier(table)))
 
     def drop(self, size: int) -> None:
         if self.kind == "postgres":
@@ -227,12 +248,25 @@ def main() -> None:
                 fill_history(store, FillPlan(size))
             rows[size]["fill_s"] = round(time.perf_counter() - began, 1)
             print(f"filled {size}: {rows[size]['fill_s']} s", file=sys.stderr)
-        for _ in range(args.rounds):
-            for size in sizes:
-                row = rows[size]
-                row.setdefault("library", []).append(drain_library(stores[size]))
-                row.setdefault("worker", []).append(drain_worker(stores[size]))
-                row.setdefault("enqueue", []).append(enqueue(stores[size]))
+        vacuum = backend.autovacuum_off()
+        if vacuum:
+            print("this server runs with autovacuum off: the stores are vacuumed after "
+                  "each measurement, as autovacuum would", file=sys.stderr)
+        for turn in range(args.rounds):     # each round starts from another store
+            order = sizes[turn % len(sizes):] + sizes[:turn % len(sizes)]
+            for key, measure in (("library", drain_library), ("worker", drain_worker),
+                                 ("enqueue", enqueue)):
+                for size in order:
+                    rows[size].setdefault(key, []).append(measure(stores[size]))
+                    if vacuum:
+                        backend.vacuum(size)
+        for size in sizes:
+            row, store = rows[size], stores[size]
+            for key in ("library", "worker", "enqueue"):
+                # the ratio: the median of each round's (this store / the empty store)
+                row[f"{key}_ratio"] = round(statistics.median(
+                    mine / empty for mine, empty in zip(row[key], rows[sizes[0]][key],
+                                                        strict=True)), 3)
         for size in sizes:
             row, store = rows[size], stores[size]
             for key in ("library", "worker", "enqueue"):
@@ -259,7 +293,7 @@ def main() -> None:
 def report(kind: str, sizes: list[int], rows: dict[int, dict[str, Any]]) -> None:
     """The table: each figure, and for the drains its ratio to the empty store."""
     base = rows[sizes[0]]
-    keys = [k for k in base if k not in ("size",)] + [
+    keys = [k for k in base if k != "size" and not k.endswith("_ratio")] + [
         k for k in rows[sizes[-1]] if k not in base]
     print(f"\n{kind}: " + " | ".join(f"{s:,} finished tasks" for s in sizes))
     for key in keys:
@@ -267,8 +301,8 @@ def report(kind: str, sizes: list[int], rows: dict[int, dict[str, Any]]) -> None
         for size in sizes:
             value = rows[size].get(key, "")
             cell = f"{value:,}" if isinstance(value, (int, float)) else str(value)
-            if key in ("library", "worker", "enqueue") and size != sizes[0] and base[key]:
-                cell += f" ({value / base[key]:.2f}x)"
+            if key in ("library", "worker", "enqueue") and size != sizes[0]:
+                cell += f" ({rows[size][key + '_ratio']:.2f}x)"
             cells.append(cell)
         print(f"  {key:40s} " + " | ".join(f"{c:>22s}" for c in cells))
 

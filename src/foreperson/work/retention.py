@@ -20,13 +20,13 @@ and when): adding that id again raises :class:`~foreperson.errors.InvalidPlan` i
 of silently running the work a second time (after ``forget_after_s`` the tombstone goes
 too, and the id may be reused).
 
-Each transaction removes at most ``batch`` tasks (a few milliseconds of a write lock on
-SQLite, row locks of finished rows only on PostgreSQL), with a pause between them so
-claims go first. ``archive`` writes every removed record to a gzip'd JSON-lines file
-before it is removed (a crash in between leaves a record in both: nothing is lost).
-SQLite files created by this version give the freed space back to the file system in
-small steps (``auto_vacuum = INCREMENTAL``); older files reuse it for new tasks.
-"""
+Each transaction removes as many tasks as fit in ``transaction_s`` (5 ms of a write lock
+on SQLite by default; 50 ms on PostgreSQL, where it locks finished rows only, which no
+worker claims), with a pause between them so claims go first. ``archive`` writes every removed
+record to a gzip'd JSON-lines file before it is removed (a crash in between leaves a
+record in both: nothing is lost). SQLite files created by this version give the freed
+space back to the file system in small steps (``auto_vacuum = INCREMENTAL``); older
+files reuse it for new tasks. """
 
 from __future__ import annotations
 
@@ -84,7 +84,12 @@ class Retention:
             until then an id added again is refused.
         every_s: for a long-lived process (``Supervisor(retention=...)``, ``foreperson
             worker --retain``): seconds between prunes.
-        batch: tasks removed per transaction.
+        batch: tasks removed by the first transaction; later ones remove as many as fit
+            in ``transaction_s``.
+        transaction_s: how long one transaction may take, seconds (the number of tasks
+            per transaction follows what the last one took); None: the store's choice
+            (5 ms on SQLite, whose write lock claims wait for; 50 ms on PostgreSQL,
+            where it locks finished rows only, which no claim waits for).
         pause_s: seconds between two transactions, so that claims waiting for the write
             lock go first.
 
@@ -97,7 +102,8 @@ class Retention:
     keep_dead_s: float | None = None
     forget_after_s: float = 365 * 86400.0
     every_s: float = 3600.0
-    batch: int = 200
+    batch: int = 100
+    transaction_s: float | None = None
     pause_s: float = 0.005
 
     def __post_init__(self) -> None:
@@ -246,6 +252,8 @@ class _Backend(Protocol):
 
     def _prune_space(self) -> int: ...
 
+    prune_transaction_s: float
+
     @property
     def clock(self) -> Any: ...
 
@@ -301,23 +309,29 @@ class _Pruning:
         """Walk the old finished tasks (by finishing time) and remove those whose run is
         over, a batch per transaction."""
         after = (float("-inf"), -1)
+        batch = self.retention.batch
+        budget = self.retention.transaction_s or self.store.prune_transaction_s
         while self.report.complete:
             found = self.store._prune_candidates(self.cutoff, after, 1000)
             if not found:
                 return
             after = (found[-1].finished_at, found[-1].seq)
             chosen = self.choose(found)
-            for i in range(0, len(chosen), self.retention.batch):
+            if self.dry_run:
+                self.report.tasks += len(chosen)
+                continue
+            while chosen:
                 if self.out_of_time():
                     self.report.complete = False
                     return
-                part = chosen[i:i + self.retention.batch]
-                if self.dry_run:
-                    self.report.tasks += len(part)
-                    continue
+                part, chosen = chosen[:batch], chosen[batch:]
+                began = time.monotonic()
                 counts, rows = self.store._prune_remove(part, rows=sink is not None)
+                took = time.monotonic() - began
                 _write(sink, rows)
                 _add(self.report, counts)
+                # as many as fit in transaction_s next time (never more than doubling)
+                batch = max(10, min(2 * batch, int(len(part) * budget / max(took, 1e-4))))
                 time.sleep(self.retention.pause_s)
 
     def choose(self, found: list[PruneCandidate]) -> list[str]:

@@ -29,6 +29,9 @@ class SqlitePruning:
     """The retention primitives of :class:`~foreperson.work.stores.sqlite.SqliteStore`
     (a mixin: it uses the store's transactions, reads and row decoders)."""
 
+    prune_transaction_s = 0.005
+    """Seconds one retention transaction may hold the write lock (claims wait for it)."""
+
     clock: Clock
     _tx: Callable[[], AbstractContextManager[sqlite3.Connection]]
     _read: Callable[..., list[tuple[Any, ...]]]

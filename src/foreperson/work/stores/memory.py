@@ -663,6 +663,9 @@ class MemoryStore:
             return True
 
     # -- retention (foreperson.work.retention.Prunes) -----------------------------
+    prune_transaction_s = 0.005
+    """Seconds one retention step may hold the store's lock."""
+
     def prune(self, retention: Retention, *, archive: str | Path | None = None,
               dry_run: bool = False, max_seconds: float | None = None) -> PruneReport:
         """See :meth:`foreperson.work.retention.Prunes.prune`."""

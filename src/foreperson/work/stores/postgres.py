@@ -93,6 +93,10 @@ DEFAULT_SCHEMA = "foreperson"
 """The PostgreSQL schema that holds foreperson's tables unless told otherwise (the
 ``FOREPERSON_PG_SCHEMA`` environment variable, or ``schema=``)."""
 
+_WARNED_AUTOVACUUM: set[str] = set()
+"""Servers already warned about (``PostgresStore._check_autovacuum``)."""
+
+
 def _psycopg() -> Any:
     try:
         import psycopg
@@ -363,11 +367,29 @@ class PostgresStore(PostgresPruning):
                         f"schema {self.schema!r} is at version {version}, this foreperson "
                         f"needs {LATEST}: run `foreperson db migrate --dsn ...`")
                 self.migrate()
+            self._check_autovacuum()
         except BaseException:
             self._pool.close()
             raise
 
     # -- plumbing --------------------------------------------------------------
+    def _check_autovacuum(self) -> None:
+        """Warn once per server when autovacuum is off: every claim and completion leaves
+        a dead row version, and without vacuum they pile up in the indexes of the
+        unfinished, so claims and monitoring slow down with the churn."""
+        where = self._where()
+        if where in _WARNED_AUTOVACUUM:
+            return
+        with self._cursor(transaction=False) as cur:
+            cur.execute("SELECT current_setting('autovacuum')")
+            row = cur.fetchone()
+        if row is not None and row[0] == "off":
+            _WARNED_AUTOVACUUM.add(where)
+            log.warning("autovacuum is off on %s: foreperson's tables then keep every dead "
+                        "row version and claims slow down as work goes through; turn it on "
+                        "(ALTER SYSTEM SET autovacuum = on), or VACUUM the schema's tables "
+                        "regularly (foreperson db prune does after it removes)", where)
+
     def _probe(self, dsn: str, timeout_s: float) -> None:
         """Fail fast, in one line, on a malformed DSN or a server that refuses us (the
         pool would retry quietly for ``connect_timeout_s``)."""
