@@ -4,6 +4,7 @@ from ..retry import backoff_seconds, is_retryable
 from .app import App
 from .handles import TaskHandle
 from .policy import Reason
+from .retention import PruneReport, Retention
 from .store import StoreStats, TaskStore
 from .stores import MemoryStore, SqliteStore
 from .supervisor import RunReport, Supervisor
@@ -23,6 +24,8 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "App",
     "MemoryStore",
+    "PruneReport",
+    "Retention",
     "SqliteStore",
     "Reason",
     "RunReport",

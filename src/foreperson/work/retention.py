@@ -330,8 +330,9 @@ class _Pruning:
                 took = time.monotonic() - began
                 _write(sink, rows)
                 _add(self.report, counts)
-                # as many as fit in transaction_s next time (never more than doubling)
-                batch = max(10, min(2 * batch, int(len(part) * budget / max(took, 1e-4))))
+                # as many as fit in transaction_s next time (at most double, and 1,000)
+                batch = max(10, min(2 * batch, 1000,
+                                    int(len(part) * budget / max(took, 1e-4))))
                 time.sleep(self.retention.pause_s)
 
     def choose(self, found: list[PruneCandidate]) -> list[str]:

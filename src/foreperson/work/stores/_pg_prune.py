@@ -85,18 +85,19 @@ class PostgresPruning:
               AND NOT EXISTS (SELECT 1 FROM runs x WHERE x.run_id = r.run_id
                               AND (x.status NOT IN {_TERMINAL_RUN}
                                    OR x.updated_at >= %(cutoff)s))
-              AND NOT (EXISTS (SELECT 1 FROM steps s WHERE s.run_id = r.run_id
-                               AND s.key = 'start')
-                       AND NOT EXISTS (SELECT 1 FROM steps s WHERE s.run_id = r.run_id
-                                       AND s.key = 'end')
-                       AND NOT EXISTS (SELECT 1 FROM runs x WHERE x.run_id = r.run_id))""",
+              AND NOT EXISTS (     -- a state machine's journal that began, not ended
+                  SELECT 1 FROM steps s WHERE s.run_id = r.run_id AND s.key IN ('start', 'end')
+                  GROUP BY s.run_id HAVING bool_and(s.key = 'start')
+                     AND NOT EXISTS (SELECT 1 FROM runs x WHERE x.run_id = r.run_id))""",
                           {"ids": run_ids, "cutoff": _ts(cutoff)})
         return {r[0] for r in rows}
 
     def _prune_needed(self, ids: list[str]) -> set[str]:
-        rows = self._rows(
-            "SELECT DISTINCT d.dep_id FROM task_deps d JOIN tasks t ON t.id = d.task_id "
-            f"WHERE d.dep_id = ANY (%(ids)s) AND t.status IN {_UNFINISHED}", {"ids": ids})
+        # the waiting and the held apart: each status set is a partial index of its own
+        rows = self._rows(" UNION ".join(
+            "SELECT d.dep_id FROM task_deps d JOIN tasks t ON t.id = d.task_id "
+            f"WHERE d.dep_id = ANY (%(ids)s) AND t.status IN {which}"
+            for which in ("('pending', 'failed')", "('assigned', 'running')")), {"ids": ids})
         return {r[0] for r in rows}
 
     def _prune_remove(self, ids: list[str], *, rows: bool
@@ -105,24 +106,24 @@ class PostgresPruning:
                   "steps": 0}
         records: list[dict[str, Any]] = []
         with self._cursor(transaction=True) as cur:
-            cur.execute(f"""
-                WITH gone AS (
-                    DELETE FROM tasks WHERE id = ANY (%(ids)s)
-                      AND status IN ('completed', 'dead')
-                    RETURNING {self._task_columns}
-                ), tombstones AS (
-                    INSERT INTO pruned_tasks (id, run_id, pruned_at)
-                    SELECT id, run_id, fp_now(%(now)s) FROM gone
-                    ON CONFLICT (id) DO UPDATE SET pruned_at = excluded.pruned_at
-                ), edges AS (
-                    DELETE FROM task_deps d WHERE d.task_id IN (SELECT id FROM gone)
-                       OR d.dep_id IN (SELECT id FROM gone) RETURNING 1
-                ), effects AS (
-                    DELETE FROM effects e WHERE e.task_id IN (SELECT id FROM gone) RETURNING 1
-                )
-                SELECT (SELECT count(*) FROM edges), (SELECT count(*) FROM effects), g.*
-                FROM gone g""", {"ids": ids, "now": self._now()})
-            gone = cur.fetchall()
+            cur.execute(f"DELETE FROM tasks WHERE id = ANY (%(ids)s) AND status IN "
+                        f"('completed', 'dead') RETURNING {self._task_columns}", {"ids": ids})
+            removed = cur.fetchall()
+            gone = [row[0] for row in removed]
+            if gone:         # each on its index (one statement with an OR of the two, or
+                # joined to the removed rows, would be planned as a scan of the table)
+                cur.execute("INSERT INTO pruned_tasks (id, run_id, pruned_at) "
+                            "SELECT g.id, g.run_id, fp_now(%(now)s) FROM unnest(%(ids)s::text[], "
+                            "%(runs)s::text[]) AS g(id, run_id) ON CONFLICT (id) DO UPDATE "
+                            "SET pruned_at = excluded.pruned_at",
+                            {"ids": gone, "runs": [row[19] for row in removed],
+                             "now": self._now()})
+                cur.execute("DELETE FROM task_deps WHERE task_id = ANY (%(ids)s)", {"ids": gone})
+                edges = cur.rowcount
+                cur.execute("DELETE FROM task_deps WHERE dep_id = ANY (%(ids)s)", {"ids": gone})
+                edges += cur.rowcount
+                cur.execute("DELETE FROM effects WHERE task_id = ANY (%(ids)s)", {"ids": gone})
+                gone = [(edges, cur.rowcount, *row) for row in removed]
             if not gone:
                 return counts, records
             counts["tasks"] = len(gone)
