@@ -3,12 +3,17 @@ same total concurrency (8 slots), measured in one run, beside the server's own l
 
 Usage: python benchmarks/bench_scaleout.py [--n 20000] [--rounds 3] [--processes 1,2,4,8]
 
-For each process count, the workers are started and wait (idle, registered), then N
-no-op tasks are added in one batch and timed until every one is COMPLETED. Reported per
+For each process count, the workers are started and wait (idle, registered), then N no-
+op tasks are added in one batch and timed until every one is COMPLETED. Reported per
 count: drain tasks/s (the median of the rounds), deadlocks the server counted meanwhile,
-and how often a sample of ``pg_stat_activity`` (every 20 ms) found one of our sessions
-waiting for a lock. The server's limit is the rate of single-row autocommit inserts on
-one connection and on eight at once (every completion is at least one commit).
+how often a sample of ``pg_stat_activity`` (every 20 ms) found one of our sessions
+waiting for a lock, and the machine's CPU: how busy its cores were and the CPU time
+spent per task (workers, supervisor and server together). The server's limit is the rate
+of single-row autocommit inserts on one connection and on eight at once (every
+completion is at least one commit). The floor of each process count is a bare ``FOR
+UPDATE SKIP LOCKED`` queue in plain psycopg, the same processes and slots claiming and
+completing one task per round trip: what this machine can do for that many processes
+without any framework.
 
 Environment: PEER_PG (default postgresql://postgres@127.0.0.1:5432), PGDB (default
 bench); the schema ``fp_scaleout`` is dropped and made again.
@@ -60,10 +65,66 @@ def raw_commits(dsn: str, connections: int, n: int = 2000) -> float:
     return (n // connections) * connections / took
 
 
+def cpu_jiffies() -> tuple[int, int]:
+    """(busy, total) clock ticks of every core so far (``/proc/stat``)."""
+    with open("/proc/stat", encoding="ascii") as handle:
+        fields = [int(v) for v in handle.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+def _process_ticks(pid: int) -> int:
+    """Clock ticks of CPU a process has used so far (user + system)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def deadlocks(dsn: str) -> int:
     with psycopg.connect(dsn, autocommit=True) as conn:
         return int(conn.execute("SELECT deadlocks FROM pg_stat_database "
                                 "WHERE datname = current_database()").fetchone()[0])
+
+
+# The floor: a bare SKIP LOCKED queue in plain psycopg, the least a worker that claims
+# and completes one task per round trip does: the same processes and slots, no framework.
+_FLOOR_WORKER = r"""
+import sys, threading, psycopg
+dsn, slots = sys.argv[1], int(sys.argv[2])
+def work():
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while True:
+            row = conn.execute(
+                "UPDATE fp_scaleout_floor SET status = 'running' WHERE id = (SELECT id FROM "
+                "fp_scaleout_floor WHERE status = 'pending' ORDER BY id LIMIT 1 "
+                "FOR UPDATE SKIP LOCKED) RETURNING id").fetchone()
+            if row is None:
+                return
+            conn.execute("UPDATE fp_scaleout_floor SET status = 'done' WHERE id = %s", row)
+threads = [threading.Thread(target=work) for _ in range(slots)]
+for t in threads: t.start()
+for t in threads: t.join()
+"""
+
+
+def floor_run(dsn: str, processes: int, n: int) -> float:
+    """Tasks/s of the bare queue with ``processes`` processes sharing 8 slots."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS fp_scaleout_floor")
+        conn.execute("CREATE TABLE fp_scaleout_floor (id bigserial PRIMARY KEY, "
+                     "status text NOT NULL DEFAULT 'pending')")
+        conn.execute("CREATE INDEX ON fp_scaleout_floor (id) WHERE status = 'pending'")
+        conn.execute("INSERT INTO fp_scaleout_floor (status) SELECT 'pending' "
+                     "FROM generate_series(1, %s)", (n,))
+    began = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-c", _FLOOR_WORKER, dsn,
+                               str(max(1, 8 // processes))]) for _ in range(processes)]
+    for proc in procs:
+        proc.wait(600)
+    took = time.perf_counter() - began
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE fp_scaleout_floor")
+    return n / took
 
 
 def one_run(dsn: str, processes: int, n: int) -> dict[str, float]:
@@ -99,16 +160,23 @@ def one_run(dsn: str, processes: int, n: int) -> dict[str, float]:
 
         sampler = threading.Thread(target=sample)
         sampler.start()
+        busy0, total0 = cpu_jiffies()
         began = time.perf_counter()
         store.add([Task("w1") for _ in range(n)])
         while store.stats().counts[Status.COMPLETED] < n:
             time.sleep(0.05)
         took = time.perf_counter() - began
+        busy1, total1 = cpu_jiffies()
+        ticks = os.sysconf("SC_CLK_TCK")
+        workers_cpu = sum(_process_ticks(proc.pid) for proc in workers)
         stop.set()
         sampler.join()
         return {"processes": processes, "slots_each": slots, "drain_per_s": n / took,
                 "deadlocks": deadlocks(dsn) - before,
-                "lock_wait_share": waits["lock_waits"] / max(1, waits["samples"])}
+                "lock_wait_share": waits["lock_waits"] / max(1, waits["samples"]),
+                "cpu_busy": (busy1 - busy0) / max(1, total1 - total0),
+                "cpu_us_per_task": (busy1 - busy0) / ticks / n * 1e6,
+                "workers_cpu_share": workers_cpu / max(1, busy1 - busy0)}
     finally:
         for proc in workers:
             proc.terminate()
@@ -134,6 +202,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for p in counts:
             row = one_run(dsn, p, args.n)
+            row["floor_per_s"] = floor_run(dsn, p, args.n)
             print(json.dumps(row), file=sys.stderr)
             runs[p].append(row)
         for c in raw:
@@ -144,10 +213,19 @@ def main() -> None:
     first = statistics.median(r["drain_per_s"] for r in runs[counts[0]])
     for p in counts:
         rate = statistics.median(r["drain_per_s"] for r in runs[p])
+        floor = statistics.median(r["floor_per_s"] for r in runs[p])
+        print(f"{p} process(es), the bare SKIP LOCKED queue (plain psycopg, one task per "
+              f"round trip): {floor:,.0f} tasks/s; foreperson / that floor "
+              f"{rate / floor:.2f}")
+        busy = statistics.median(r["cpu_busy"] for r in runs[p])
+        cost = statistics.median(r["cpu_us_per_task"] for r in runs[p])
         print(f"{p} process(es) x {runs[p][0]['slots_each']} slots: {rate:,.0f} tasks/s "
               f"({rate / first:.2f}x one process, {rate / one:.2f}x one connection's "
               f"commits), deadlocks {sum(r['deadlocks'] for r in runs[p])}, lock-wait "
-              f"samples {max(r['lock_wait_share'] for r in runs[p]):.1%}")
+              f"samples {max(r['lock_wait_share'] for r in runs[p]):.1%}, CPU {busy:.0%} "
+              f"busy, {cost:,.0f} us of CPU per task (all processes and the server; the "
+              f"worker processes' share "
+              f"{statistics.median(r['workers_cpu_share'] for r in runs[p]):.0%})")
 
 
 if __name__ == "__main__":

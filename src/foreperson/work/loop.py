@@ -436,11 +436,14 @@ class RunLoop:
 
     # -- side tasks ----------------------------------------------------------------
     async def _heartbeats(self) -> None:
+        """Renew the held leases. Never during a turn: a task claimed by the turn's
+        transaction is held before that transaction commits, and a heartbeat from another
+        connection (PostgreSQL) would find its lease missing and call it lost."""
         while True:
             lease = self.sup.dispatcher.shortest_lease_s()
             await anyio.sleep(min(self.sup.heartbeat_every_s, lease / 3))
             try:
-                await anyio.to_thread.run_sync(self.sup.heartbeat)
+                await anyio.to_thread.run_sync(self.sup.heartbeat, limiter=self._store_lock)
             except StoreError as exc:
                 log.warning("heartbeat failed (%s); retrying next beat", exc)
 
