@@ -45,8 +45,8 @@ from typing import IO, Any, NamedTuple, Protocol, runtime_checkable
 from ..errors import ConfigurationError
 from .task import Task
 
-__all__ = ["PruneCandidate", "PruneReport", "Prunes", "Retention", "parse_age",
-           "prune_store", "task_record"]
+__all__ = ["PruneCandidate", "PruneReport", "Prunes", "PrunesByPrimitives", "Retention",
+           "drop_ended_runs", "parse_age", "prune_store", "task_record"]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -256,6 +256,26 @@ class _Backend(Protocol):
 
     @property
     def clock(self) -> Any: ...
+
+
+class PrunesByPrimitives:
+    """A store's ``prune()``: :func:`prune_store` over the store's own primitives (the
+    bundled stores' base for :class:`Prunes`)."""
+
+    def prune(self, retention: Retention, *, archive: str | Path | None = None,
+              dry_run: bool = False, max_seconds: float | None = None) -> PruneReport:
+        """See :meth:`Prunes.prune`."""
+        return prune_store(self, retention, archive=archive,  # type: ignore[arg-type]
+                           dry_run=dry_run, max_seconds=max_seconds)
+
+
+def drop_ended_runs(run_ids: list[str], drop: Any, counts: dict[str, int]) -> None:
+    """Remove each of ``run_ids`` with ``drop(run_id)`` (which counts what it removed in
+    ``counts``); one that had no run record was a journal only (a state machine's)."""
+    for run_id in run_ids:
+        before = counts["agent_runs"]
+        drop(run_id)
+        counts["journals"] += counts["agent_runs"] == before
 
 
 def prune_store(store: _Backend, retention: Retention, *, archive: str | Path | None = None,

@@ -162,6 +162,8 @@ class Supervisor:
                 raise ConfigurationError(f"{name} must be a positive number of seconds, "
                                          f"got {seconds}")
         self.store: TaskStore = store if store is not None else MemoryStore(clock=clock)
+        # asked once: a runtime-checkable protocol's isinstance costs tens of microseconds
+        self._one_statement = isinstance(self.store, CompletesAndClaims)
         self.strategy = strategy
         self.stale_after = float(stale_after)
         self.stale_after_by_kind = dict(stale_after_by_kind or {})
@@ -447,9 +449,9 @@ class Supervisor:
         finished = {t.id for t, _, _ in outcomes}   # completing or failing counts it
         started = [t for t in started if t.id not in finished]
         store = self.store
-        if (isinstance(store, CompletesAndClaims) and self.pull and len(self.workers) == 1
+        if (self._one_statement and self.pull and len(self.workers) == 1
                 and all(ok for _, ok, _ in outcomes) and len(finished) == len(outcomes)):
-            return self._turn_in_one_statement(store, outcomes, started)
+            return self._turn_in_one_statement(store, outcomes, started)  # type: ignore[arg-type]
         before = set(self.dispatcher.held())
         self.settled_last_turn = False
         try:

@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from ...journal import RunRecord
-from ..retention import PruneCandidate, PruneReport, Retention, prune_store, task_record
+from ..retention import (
+    PruneCandidate,
+    PruneReport,
+    PrunesByPrimitives,
+    Retention,
+    drop_ended_runs,
+    task_record,
+)
 from ..task import Clock, Task, from_epoch
 
 __all__ = ["PostgresPruning"]
@@ -33,7 +40,7 @@ def _ts(epoch: float) -> datetime | str:
     return when
 
 
-class PostgresPruning:
+class PostgresPruning(PrunesByPrimitives):
     """The retention primitives of :class:`~foreperson.work.stores.postgres.PostgresStore`
     (a mixin: it uses the store's cursors and row decoders)."""
 
@@ -52,18 +59,20 @@ class PostgresPruning:
 
     def prune(self, retention: Retention, *, archive: str | Path | None = None,
               dry_run: bool = False, max_seconds: float | None = None) -> PruneReport:
-        """See :meth:`foreperson.work.retention.Prunes.prune`."""
+        """See :meth:`foreperson.work.retention.Prunes.prune` (the aggregates' deltas are
+        folded first)."""
         self._pruned_locks = set()
         with self._cursor(transaction=False) as cur:
             cur.execute("SELECT fold_task_deltas()")
-        return prune_store(self, retention, archive=archive, dry_run=dry_run,
-                           max_seconds=max_seconds)
+        return super().prune(retention, archive=archive, dry_run=dry_run,
+                             max_seconds=max_seconds)
 
     def _rows(self, sql: str, params: dict[str, Any], *,
               transaction: bool = False) -> list[tuple[Any, ...]]:
         with self._cursor(transaction=transaction) as cur:
             cur.execute(sql, params)
-            return cur.fetchall() if cur.description is not None else []
+            result = cur.pgresult
+            return cur.fetchall() if result is not None and result.nfields else []
 
     def _prune_candidates(self, cutoff: float, after: tuple[float, int], limit: int
                           ) -> list[PruneCandidate]:
@@ -176,10 +185,8 @@ class PostgresPruning:
         if dry_run:
             return {"agent_runs": len(durable), "journals": len(ended)}, records
         with self._cursor(transaction=True) as cur:
-            for run_id in durable + ended:
-                before = counts["agent_runs"]
-                self._drop_run(cur, run_id, counts, records if rows else None)
-                counts["journals"] += counts["agent_runs"] == before
+            drop_ended_runs(durable + ended, lambda run_id: self._drop_run(
+                cur, run_id, counts, records if rows else None), counts)
         counts["more"] = int(len(durable) == limit or len(ended) == limit)
         return counts, records
 

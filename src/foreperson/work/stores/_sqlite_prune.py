@@ -8,11 +8,10 @@ import dataclasses
 import sqlite3
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import Any
 
 from ...journal import RunRecord, Step
-from ..retention import PruneCandidate, PruneReport, Retention, prune_store, task_record
+from ..retention import PruneCandidate, PrunesByPrimitives, drop_ended_runs, task_record
 from ..task import Clock, Task
 
 __all__ = ["SqlitePruning"]
@@ -25,7 +24,7 @@ def _marks(ids: list[str]) -> str:
     return ",".join("?" * len(ids))
 
 
-class SqlitePruning:
+class SqlitePruning(PrunesByPrimitives):
     """The retention primitives of :class:`~foreperson.work.stores.sqlite.SqliteStore`
     (a mixin: it uses the store's transactions, reads and row decoders)."""
 
@@ -41,12 +40,6 @@ class SqlitePruning:
     _step_columns: str
     _run_columns: str
     _row_to_run: Callable[[tuple[Any, ...]], RunRecord]
-
-    def prune(self, retention: Retention, *, archive: str | Path | None = None,
-              dry_run: bool = False, max_seconds: float | None = None) -> PruneReport:
-        """See :meth:`foreperson.work.retention.Prunes.prune`."""
-        return prune_store(self, retention, archive=archive, dry_run=dry_run,
-                           max_seconds=max_seconds)
 
     def _prune_candidates(self, cutoff: float, after: tuple[float, int], limit: int
                           ) -> list[PruneCandidate]:
@@ -161,11 +154,8 @@ class SqlitePruning:
         if dry_run:
             return {"agent_runs": len(durable), "journals": len(ended)}, records
         with self._tx() as db:
-            for run_id in durable + ended:
-                before = counts["agent_runs"]
-                self._drop_run(db, run_id, counts, records if rows else None)
-                if counts["agent_runs"] == before:
-                    counts["journals"] += 1
+            drop_ended_runs(durable + ended, lambda run_id: self._drop_run(
+                db, run_id, counts, records if rows else None), counts)
         counts["more"] = int(len(durable) == limit or len(ended) == limit)
         return counts, records
 

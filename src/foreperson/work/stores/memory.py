@@ -10,7 +10,6 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from ...journal import RunRecord, Step, check_run_version, check_version
@@ -22,7 +21,7 @@ from ..metrics import (
     history_window,
 )
 from ..policy import EFFECT_CLAIMED, EFFECT_DONE, Reason, dead_reason, lease_expired_error
-from ..retention import PruneCandidate, PruneReport, Retention, prune_store, task_record
+from ..retention import PruneCandidate, PrunesByPrimitives, drop_ended_runs, task_record
 from ..store import StoreStats, WorkerTotals, pruned_readd, validate_new_tasks
 from ..task import Clock, Status, SystemClock, Task, from_epoch, to_epoch
 
@@ -53,7 +52,7 @@ def _copy(task: Task) -> Task:
     return new
 
 
-class MemoryStore:
+class MemoryStore(PrunesByPrimitives):
     """A :class:`~foreperson.work.store.TaskStore` (and
     :class:`~foreperson.journal.Journal`) held in dicts, guarded by a lock.
 
@@ -666,12 +665,6 @@ class MemoryStore:
     prune_transaction_s = 0.005
     """Seconds one retention step may hold the store's lock."""
 
-    def prune(self, retention: Retention, *, archive: str | Path | None = None,
-              dry_run: bool = False, max_seconds: float | None = None) -> PruneReport:
-        """See :meth:`foreperson.work.retention.Prunes.prune`."""
-        return prune_store(self, retention, archive=archive, dry_run=dry_run,
-                           max_seconds=max_seconds)
-
     def _prune_candidates(self, cutoff: float, after: tuple[float, int], limit: int
                           ) -> list[PruneCandidate]:
         with self._lock:
@@ -774,10 +767,8 @@ class MemoryStore:
                      and run_id not in self._runs and run_id not in self._by_run][:limit]
             if dry_run:
                 return {"agent_runs": len(durable), "journals": len(ended)}, records
-            for run_id in durable + ended:
-                before = counts["agent_runs"]
-                self._drop_run(run_id, counts, records if rows else None)
-                counts["journals"] += counts["agent_runs"] == before
+            drop_ended_runs(durable + ended, lambda run_id: self._drop_run(
+                run_id, counts, records if rows else None), counts)
         return counts, records
 
     def _prune_aggregates(self, history_before: float, workers_before: float,
