@@ -30,11 +30,14 @@ def drain_beside_prune(open_store, where: list[str]) -> tuple[Counter[str], str,
                for i in range(TONIGHT)])
     ran: Counter[str] = Counter()
     started = threading.Event()
+    pruned_done = threading.Event()     # the last tasks wait for it: the drain outlives the prune
     failures: list[BaseException] = []
 
     async def work(task: Task) -> dict:
         ran[task.id] += 1
         started.set()
+        if task.payload["n"] >= TONIGHT - 4:
+            assert await anyio.to_thread.run_sync(pruned_done.wait, 300)
         await anyio.sleep(0.02)
         return {"n": task.payload["n"]}
 
@@ -55,10 +58,12 @@ def drain_beside_prune(open_store, where: list[str]) -> tuple[Counter[str], str,
          "--keep-dead", "60d"], capture_output=True, text=True, timeout=300,
         env=dict(os.environ))
     during = store.stats(run_id="tonight")
+    pruned_done.set()
     thread.join(300)
     assert not thread.is_alive() and failures == []
     assert pruned.returncode == 0, pruned.stderr
     assert during.unfinished > 0          # the prune ended while the drain still ran
+    assert during.counts[Status.COMPLETED] > 0
     stats = store.stats()
     store.close()
     return ran, pruned.stdout, stats
