@@ -161,6 +161,7 @@ def one_run(dsn: str, processes: int, n: int) -> dict[str, float]:
         sampler = threading.Thread(target=sample)
         sampler.start()
         busy0, total0 = cpu_jiffies()
+        workers_cpu0 = sum(_process_ticks(proc.pid) for proc in workers)
         began = time.perf_counter()
         store.add([Task("w1") for _ in range(n)])
         while store.stats().counts[Status.COMPLETED] < n:
@@ -168,7 +169,7 @@ def one_run(dsn: str, processes: int, n: int) -> dict[str, float]:
         took = time.perf_counter() - began
         busy1, total1 = cpu_jiffies()
         ticks = os.sysconf("SC_CLK_TCK")
-        workers_cpu = sum(_process_ticks(proc.pid) for proc in workers)
+        workers_cpu = sum(_process_ticks(proc.pid) for proc in workers) - workers_cpu0
         stop.set()
         sampler.join()
         return {"processes": processes, "slots_each": slots, "drain_per_s": n / took,

@@ -66,7 +66,8 @@ def worker(
     concurrency: Annotated[int, typer.Option(min=1, max=1024, help="Tasks run at once.")] = 1,
     prefetch: Annotated[Optional[int], typer.Option(  # noqa: UP045
         min=0, max=1024, help="Tasks claimed ahead of free slots, so the next starts at once "
-                    "(default: the concurrency).")] = None,
+                    "(default: 16, or the concurrency when more; beyond one per slot, only "
+                    "as many as the slots finish in 0.1 s).")] = None,
     grace: Annotated[float, typer.Option(
         min=0, max=86400.0,
         help="Seconds in-flight tasks may take to finish after SIGTERM/SIGINT.")] = 30.0,

@@ -22,10 +22,15 @@ from .strategies import WorkerSlot, pick_worker
 from .task import Task
 from .worker import Worker
 
-__all__ = ["DEFAULT_ESTIMATE_S", "Dispatcher", "Flight"]
+__all__ = ["DEFAULT_ESTIMATE_S", "LOOK_AHEAD_S", "Dispatcher", "Flight"]
 
 DEFAULT_ESTIMATE_S = 1.0
 """Seconds assumed for a kind that has never run (its estimate is learned as it runs)."""
+
+LOOK_AHEAD_S = 0.1
+"""Beyond one waiting task per consumer, a worker is prefetched only as many tasks as its
+consumers finish in this many seconds (measured from its own calls): short tasks are
+claimed many per round trip, long ones never wait in one process while another is idle."""
 
 
 @dataclass
@@ -76,6 +81,7 @@ class Dispatcher:
         self._rr: dict[str, int] = {}
         self._estimates: dict[str, float] | None = None
         self._no_prefetch: set[str] = set()
+        self._call_s: dict[str, float] = {}
         self.lock = threading.RLock()
 
     # -- roster ----------------------------------------------------------------
@@ -113,6 +119,26 @@ class Dispatcher:
             old = estimates.get(kind)
             estimates[kind] = seconds if old is None else 0.8 * old + 0.2 * seconds
             self._estimates = estimates
+
+    def ran(self, worker: str, seconds: float) -> None:
+        """Fold one call of ``worker``'s function (a task, or a batch), ``seconds`` long
+        without any time spent waiting for a slot, into its mean (EWMA, 0.2), which sizes
+        its look-ahead (:data:`LOOK_AHEAD_S`)."""
+        with self.lock:
+            old = self._call_s.get(worker)
+            self._call_s[worker] = seconds if old is None else 0.8 * old + 0.2 * seconds
+
+    def _look_ahead(self, worker: Worker, extra: int) -> int:
+        """Calls ``worker`` may hold waiting (tasks, or batches for a batch worker):
+        ``extra``, but more than one per consumer only as many as its consumers finish
+        in :data:`LOOK_AHEAD_S` (one per consumer until a call has been timed)."""
+        if extra <= worker.concurrency:
+            return extra
+        call_s = self._call_s.get(worker.name)
+        if call_s is None:
+            return worker.concurrency
+        fits = int(LOOK_AHEAD_S * worker.concurrency / max(call_s, 1e-6))
+        return max(worker.concurrency, min(extra, fits))
 
     # -- the in-flight book ----------------------------------------------------
     def hold(self, task: Task, store: TaskStore) -> None:
@@ -248,8 +274,9 @@ class Dispatcher:
     def _free_slots(self, extra: int) -> list[WorkerSlot]:
         for slot in self._slots.values():
             worker = self.workers[slot.name]
-            slot.capacity = worker.slots + (
-                0 if slot.name in self._no_prefetch else extra * (worker.batch_size or 1))
+            slot.capacity = worker.slots + (0 if slot.name in self._no_prefetch else
+                                            self._look_ahead(worker, extra)
+                                            * (worker.batch_size or 1))
         return [s for s in self._slots.values() if s.free()]
 
     def has_room(self, extra: int) -> bool:

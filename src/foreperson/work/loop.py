@@ -399,12 +399,15 @@ class RunLoop:
             raise
         except Exception as exc:      # classified in on_fail
             outcome = (task, False, exc)
-        attempt_ended(span, task, outcome[1], outcome[2], time.perf_counter() - began)
+        took = time.perf_counter() - began
+        attempt_ended(span, task, outcome[1], outcome[2], took)
+        self.sup.dispatcher.ran(worker.name, took)
         self.outcomes.append(outcome)
         self._wake.set()
 
     async def _execute_batch(self, worker: Worker, tasks: list[Task]) -> None:
         """One call of a batch worker; each task settles on its own."""
+        began = time.perf_counter()
         try:
             results = await worker.run_batch(tasks, self.sup.store)
         except anyio.get_cancelled_exc_class():
@@ -412,6 +415,7 @@ class RunLoop:
                 for task in tasks:
                     await anyio.to_thread.run_sync(self.sup.release, task)
             raise
+        self.sup.dispatcher.ran(worker.name, time.perf_counter() - began)
         self.outcomes.extend((task, ok, value)
                              for task, (ok, value) in zip(tasks, results, strict=True))
         self._wake.set()

@@ -208,10 +208,6 @@ class Supervisor:
         """Most tasks claimed per store transaction."""
         return self.dispatcher.claim_batch
 
-    @claim_batch.setter
-    def claim_batch(self, value: int) -> None:
-        self.dispatcher.claim_batch = value
-
     @property
     def tasks(self) -> TasksView:
         """Seed 000's inspection: a read-only mapping of task id -> :class:`Task`."""
