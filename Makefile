@@ -1,5 +1,5 @@
-# make lint | type | test | bench
-.PHONY: lint type test bench
+# make lint | type | test | test-fast | bench
+.PHONY: lint type test test-fast bench
 
 lint:
 	python3 -m ruff check src tests benchmarks examples
@@ -9,6 +9,10 @@ type:
 
 test:
 	python3 -m pytest
+
+# the loop while changing code: no PostgreSQL, no subprocess, nothing over about 5 s
+test-fast:
+	python3 -m pytest -q -m "not slow and not postgres"
 
 bench:
 	python3 benchmarks/compare.py sqlite

@@ -26,6 +26,18 @@ _SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (_SRC, os.environ.get("PYTHONPATH", "")) if p)
 
+SLOW_FOLDERS = {"integration", "acceptance"}
+"""Test folders whose every test is ``slow``: they start processes, servers or a browser,
+or fill stores with a year of history. In tests/unit and tests/contract a test over about
+5 s carries the marker itself."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.parent.name in SLOW_FOLDERS:
+            item.add_marker(pytest.mark.slow)
+
+
 STORE_KINDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 

@@ -7,22 +7,39 @@ architecture of seed 001 is :class:`foreperson.teams.Supervisor`, built by
 ``SqliteRuntime``, ``PostgresRuntime``) come from :mod:`foreperson.runtime`.
 """
 
-from .agents import Agent, Guards, Limits, tool
-from .errors import ForepersonError, GiveUp, InvalidPlan, MachineSpecError, Retry
-from .fsm import Machine
-from .runtime import InMemoryRuntime, PostgresRuntime, SqliteRuntime
-from .teams import Team
-from .work import (
-    App,
-    MemoryStore,
-    SqliteStore,
-    Status,
-    Supervisor,
-    Task,
-    TaskStore,
-    Worker,
-    current_task,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .agents import Agent, Guards, Limits, tool
+    from .errors import ForepersonError, GiveUp, InvalidPlan, MachineSpecError, Retry
+    from .fsm import Machine
+    from .runtime import InMemoryRuntime, PostgresRuntime, SqliteRuntime
+    from .teams import Team
+    from .work import (
+        App,
+        MemoryStore,
+        SqliteStore,
+        Status,
+        Supervisor,
+        Task,
+        TaskStore,
+        Worker,
+        current_task,
+    )
+
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {
+    ".agents": ("Agent", "Guards", "Limits", "tool"),
+    ".errors": ("ForepersonError", "GiveUp", "InvalidPlan", "MachineSpecError", "Retry"),
+    ".fsm": ("Machine",),
+    ".runtime": ("InMemoryRuntime", "PostgresRuntime", "SqliteRuntime"),
+    ".teams": ("Team",),
+    ".work": ("App", "MemoryStore", "SqliteStore", "Status", "Supervisor", "Task", "TaskStore",
+              "Worker", "current_task"),
+})
 
 __all__ = [
     "Agent",

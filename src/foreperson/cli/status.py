@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from ..observe.workers import held_tasks, live_workers
-from ..work.metrics import TimelinePoint
 from ..work.store import ReportsWork, StoreStats
 from ..work.task import Status, Task
+
+if TYPE_CHECKING:
+    from ..work.metrics import TimelinePoint
 from ._common import DB_HELP, DSN_HELP, SCHEMA_HELP, open_store, where
 
 
@@ -30,6 +31,8 @@ def status(
     DEAD tasks with their errors. It reads aggregates and indexes only, so it answers as
     fast with a year of history as with an empty store. With --watch, redraw them as live
     terminal charts."""
+    from ..observe.workers import held_tasks, live_workers
+
     store = open_store(db, dsn, must_exist=True, schema=schema)
     if watch:
         from ..observe.watch import watch as watch_store

@@ -39,8 +39,6 @@ import anyio
 import typer
 
 from ..errors import ConfigurationError
-from ..work.process import AppWorker, default_worker_name, load_app, process_supervisor, serve
-from ..work.retention import Retention
 from ._common import (
     DB_HELP,
     DSN_HELP,
@@ -94,6 +92,9 @@ def worker(
     FOREPERSON_TICKETS_BASE_URL, which must match the job's --examples / --model)."""
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from ..work.process import AppWorker, default_worker_name, load_app, process_supervisor, serve
+    from ..work.retention import Retention
+
     app = load_app(app_spec)
     chosen = [k.strip() for k in kinds.split(",") if k.strip()] if kinds else None
     process_worker = AppWorker(app, name or default_worker_name(), kinds=chosen,

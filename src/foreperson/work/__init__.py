@@ -1,25 +1,38 @@
 """The work layer: task records, stores, the supervisor and workers (seed 000)."""
 
-from ..retry import backoff_seconds, is_retryable
-from .app import App
-from .handles import TaskHandle
-from .policy import Reason
-from .retention import PruneReport, Retention
-from .store import StoreStats, TaskStore
-from .stores import MemoryStore, SqliteStore
-from .supervisor import RunReport, Supervisor
-from .task import Status, Task
-from .worker import TaskContext, Worker, current_task
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_exports
 
-def __getattr__(name: str) -> object:
-    """``PostgresStore`` is resolved on first use, so importing foreperson never imports
-    psycopg (``pip install 'foreperson[postgres]'``)."""
-    if name == "PostgresStore":
-        from .stores.postgres import PostgresStore
-        return PostgresStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+if TYPE_CHECKING:
+    from ..retry import backoff_seconds, is_retryable
+    from .app import App
+    from .handles import TaskHandle
+    from .policy import Reason
+    from .retention import PruneReport, Retention
+    from .store import StoreStats, TaskStore
+    from .stores import MemoryStore, SqliteStore
+    from .stores.postgres import PostgresStore  # noqa: F401 - not in __all__: needs psycopg
+    from .supervisor import RunReport, Supervisor
+    from .task import Status, Task
+    from .worker import TaskContext, Worker, current_task
 
+# each name is imported on first use: ``foreperson.work.store`` does not pay for the
+# supervisor, and ``PostgresStore`` (psycopg: ``pip install 'foreperson[postgres]'``) is
+# imported only by a program that uses it
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {
+    "..retry": ("backoff_seconds", "is_retryable"),
+    ".app": ("App",),
+    ".handles": ("TaskHandle",),
+    ".policy": ("Reason",),
+    ".retention": ("PruneReport", "Retention"),
+    ".store": ("StoreStats", "TaskStore"),
+    ".stores": ("MemoryStore", "SqliteStore"),
+    ".stores.postgres": ("PostgresStore",),
+    ".supervisor": ("RunReport", "Supervisor"),
+    ".task": ("Status", "Task"),
+    ".worker": ("TaskContext", "Worker", "current_task"),
+})
 
 __all__ = [
     "App",
