@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_exports
+from ._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from .agents import Agent, Guards, Limits, tool
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         current_task,
     )
 
-__getattr__, __dir__ = lazy_exports(__name__, globals(), {
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), {
     ".agents": ("Agent", "Guards", "Limits", "tool"),
     ".errors": ("ForepersonError", "GiveUp", "InvalidPlan", "MachineSpecError", "Retry"),
     ".fsm": ("Machine",),

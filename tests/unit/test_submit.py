@@ -41,7 +41,7 @@ async def test_a_dependent_parked_by_a_dead_dependency_wakes_its_waiter():
 
     sup = Supervisor(MemoryStore())
     sup.register(Worker("w", {"k"}, fn=fail))
-    first = Task("k", id="first")
+    first = Task("k", id="first", max_attempts=1)     # DEAD at once, no backoff
     async with sup.serving():
         _, second = await sup.submit_many([first, Task("k", id="second",
                                                        depends_on=["first"])])

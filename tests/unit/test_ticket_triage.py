@@ -238,6 +238,7 @@ def test_training_lines_that_cannot_train_are_refused():
         SignalModel(rows)
 
 
+@pytest.mark.slow
 def test_the_bundled_model_is_cached_and_read_back_by_a_new_process(tmp_path):
     probe = "qqn a vidé mon compte cette nuit, je ne reconnais aucune opération"
     code = ("import json, sys; from foreperson.tickets.triage import SignalModel; "

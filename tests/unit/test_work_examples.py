@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -21,6 +23,7 @@ def test_work_quickstart_example(tmp_path, monkeypatch, capsys):
     assert "{'total': 80}" in out
 
 
+@pytest.mark.slow
 def test_readme_python_blocks_run(tmp_path):
     readme = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, re.S)

@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from ..retry import backoff_seconds, is_retryable
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # each name is imported on first use: ``foreperson.work.store`` does not pay for the
 # supervisor, and ``PostgresStore`` (psycopg: ``pip install 'foreperson[postgres]'``) is
 # imported only by a program that uses it
-__getattr__, __dir__ = lazy_exports(__name__, globals(), {
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), {
     "..retry": ("backoff_seconds", "is_retryable"),
     ".app": ("App",),
     ".handles": ("TaskHandle",),
