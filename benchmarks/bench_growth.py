@@ -25,6 +25,12 @@ the median of 10 requests each, and its peak memory), and ``db prune --older-tha
 while a drain runs beside it (tasks removed per second, and the drain's rate during the
 prune divided by its rate without).
 
+PostgreSQL also measures the floor of this server: a bare ``FOR UPDATE SKIP LOCKED``
+queue in plain psycopg (a table with the same number of finished rows, random text ids,
+three indexes; 8 connections claiming and completing one task per round trip), so the
+worker mode's ratio can be read against what the server itself keeps as a table grows
+past its buffer cache.
+
 Prints one table with each figure and its ratio to the empty store of the same run;
 the raw JSON goes to stderr. PostgreSQL: PEER_PG (default postgresql://postgres@127.0.0.1:
 5432) and PGDB (default bench), one schema per size, dropped at the end.
@@ -101,6 +107,12 @@ class Backend:
                 conn.execute(sql.SQL("VACUUM (ANALYZE) {}.{}").format(
                     sql.Identifier(self.name(size)), sql.Identifier(table)))
 
+    def drop_table(self, table: str) -> None:
+        import psycopg
+        from psycopg import sql
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+
     def drop(self, size: int) -> None:
         if self.kind == "postgres":
             import psycopg
@@ -145,6 +157,57 @@ def enqueue(store: Any, n: int = 2000) -> float:
     sup = Supervisor(store)
     sup.register(Worker("e", {"w1e"}, fn=_noop, concurrency=8))
     sup.run_sync()                            # leave nothing unfinished behind
+    return rate
+
+
+def bare_queue_table(dsn: str, size: int) -> str:
+    """Make the floor's table holding ``size`` finished rows; returns its name."""
+    import psycopg
+    name = f"fp_growth_floor_{size}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {name}")
+        conn.execute(f"CREATE TABLE {name} (id text PRIMARY KEY, seq bigserial, status text "
+                     "NOT NULL, payload jsonb, result jsonb, run_id text, finished_at "
+                     "timestamptz, lease_token text)")
+        conn.execute(f"INSERT INTO {name} (id, status, payload, result, run_id, finished_at) "
+                     "SELECT md5(g::text) || md5((g * 7)::text), 'completed', '{\"n\": 1}', "
+                     "'{\"ok\": true}', 'run-' || (g / 3000), now() - make_interval(secs => g) "
+                     "FROM generate_series(1, %s) g", (size,))
+        conn.execute(f"CREATE INDEX ON {name} (seq) WHERE status = 'pending'")
+        conn.execute(f"CREATE INDEX ON {name} (finished_at) WHERE finished_at IS NOT NULL")
+        conn.execute(f"CREATE INDEX ON {name} (run_id, status)")
+        conn.execute(f"VACUUM ANALYZE {name}")
+    return name
+
+
+def bare_queue(dsn: str, table: str) -> float:
+    """W1 through the floor's table: tasks/s (then VACUUM, as for the stores)."""
+    import psycopg
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"INSERT INTO {table} (id, status, payload) SELECT "
+                     f"gen_random_uuid()::text, 'pending', '{{}}' FROM generate_series(1, {W1})")
+
+    def work() -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            while True:
+                row = conn.execute(
+                    f"UPDATE {table} SET status = 'running', lease_token = 'x' WHERE id = ("
+                    f"SELECT id FROM {table} WHERE status = 'pending' ORDER BY seq LIMIT 1 "
+                    "FOR UPDATE SKIP LOCKED) RETURNING id").fetchone()
+                if row is None:
+                    return
+                conn.execute(f"UPDATE {table} SET status = 'completed', result = '{{}}', "
+                             "finished_at = now(), lease_token = NULL WHERE id = %s", row)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    began = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    rate = W1 / (time.perf_counter() - began)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"VACUUM ANALYZE {table}")
     return rate
 
 
@@ -248,6 +311,8 @@ def main() -> None:
                 fill_history(store, FillPlan(size))
             rows[size]["fill_s"] = round(time.perf_counter() - began, 1)
             print(f"filled {size}: {rows[size]['fill_s']} s", file=sys.stderr)
+        floors = ({size: bare_queue_table(backend.dsn, size) for size in sizes}
+                  if backend.kind == "postgres" else {})
         vacuum = backend.autovacuum_off()
         if vacuum:
             print("this server runs with autovacuum off: the stores are vacuumed after "
@@ -260,17 +325,23 @@ def main() -> None:
                     rows[size].setdefault(key, []).append(measure(stores[size]))
                     if vacuum:
                         backend.vacuum(size)
+            for size in order if floors else []:
+                rows[size].setdefault("bare_queue", []).append(
+                    bare_queue(backend.dsn, floors[size]))
         for size in sizes:
             row, store = rows[size], stores[size]
-            for key in ("library", "worker", "enqueue"):
+            for key in ("library", "worker", "enqueue", "bare_queue")[:4 if floors else 3]:
                 # the ratio: the median of each round's (this store / the empty store)
                 row[f"{key}_ratio"] = round(statistics.median(
                     mine / empty for mine, empty in zip(row[key], rows[sizes[0]][key],
                                                         strict=True)), 3)
         for size in sizes:
             row, store = rows[size], stores[size]
-            for key in ("library", "worker", "enqueue"):
+            for key in ("library", "worker", "enqueue", "bare_queue")[:4 if floors else 3]:
                 row[key] = round(statistics.median(row[key]))
+            if floors:
+                row["worker_over_bare_queue"] = round(row["worker_ratio"]
+                                                      / row["bare_queue_ratio"], 2)
             row["stats_ms"] = round(median_ms(store.stats), 2)
             row["status_ms"], row["status_mb"] = (round(v, 1)
                                                   for v in status_cli(backend, size))
@@ -286,6 +357,8 @@ def main() -> None:
         for size, store in stores.items():
             store.close()
             backend.drop(size)
+            if size in floors:
+                backend.drop_table(floors[size])
         shutil.rmtree(folder, ignore_errors=True)
     report(args.backend, sizes, rows)
 
@@ -301,7 +374,7 @@ def report(kind: str, sizes: list[int], rows: dict[int, dict[str, Any]]) -> None
         for size in sizes:
             value = rows[size].get(key, "")
             cell = f"{value:,}" if isinstance(value, (int, float)) else str(value)
-            if key in ("library", "worker", "enqueue") and size != sizes[0]:
+            if key in ("library", "worker", "enqueue", "bare_queue") and size != sizes[0]:
                 cell += f" ({rows[size][key + '_ratio']:.2f}x)"
             cells.append(cell)
         print(f"  {key:40s} " + " | ".join(f"{c:>22s}" for c in cells))
