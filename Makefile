@@ -1,5 +1,5 @@
-# make lint | type | test | test-fast | bench
-.PHONY: lint type test test-fast bench
+# make lint | type | test | test-fast | bench | docs
+.PHONY: lint type test test-fast bench docs
 
 lint:
 	python3 -m ruff check src tests benchmarks examples
@@ -18,3 +18,6 @@ bench:
 	python3 benchmarks/compare.py sqlite
 	python3 benchmarks/compare.py postgres
 	python3 benchmarks/crash_postgres.py
+
+docs:
+	NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict -d site

@@ -1,4 +1,4 @@
-"""The work-layer example and the README's Python block run as shown."""
+"""The work-layer example, and every Python block of README.md and docs/, run as shown."""
 
 from __future__ import annotations
 
@@ -23,18 +23,44 @@ def test_work_quickstart_example(tmp_path, monkeypatch, capsys):
     assert "{'total': 80}" in out
 
 
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PRINTS = re.compile(r"print\(.*\)\s+# prints: (.*)$")
+
+
+def python_blocks(page: Path) -> list[str]:
+    """The page's ```python blocks (a ```py block is shown, not run: it needs a service
+    the tests do not start)."""
+    return re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+
+
+def expected_lines(block: str) -> list[re.Pattern[str]]:
+    """What the block's ``print(...)  # prints: TEXT`` lines say they print, in order
+    (``...`` in TEXT stands for anything)."""
+    return [re.compile(".*".join(re.escape(part) for part in m.group(1).strip().split("..."))
+                       + "$")
+            for line in block.splitlines() if (m := PRINTS.search(line))]
+
+
 @pytest.mark.slow
-def test_readme_python_blocks_run(tmp_path):
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
-    assert blocks, "README.md lost its Python examples"
-    for number, block in enumerate(blocks):
-        script = tmp_path / f"readme_{number}.py"
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_python_block_runs_and_prints_what_it_says(page, tmp_path):
+    for number, block in enumerate(python_blocks(page)):
+        script = tmp_path / f"{page.stem}_{number}.py"
         script.write_text(block)
         done = subprocess.run([sys.executable, str(script)], cwd=tmp_path,
                               capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, f"README block {number} failed:\n{done.stderr}"
-    assert (tmp_path / "jobs.db").exists()
+        assert done.returncode == 0, f"{page.name} block {number} failed:\n{done.stderr}"
+        printed = iter(done.stdout.splitlines())
+        for pattern in expected_lines(block):
+            assert any(pattern.match(line) for line in printed), (
+                f"{page.name} block {number} did not print {pattern.pattern!r}:\n"
+                f"{done.stdout}")
+
+
+def test_the_front_door_and_each_api_page_have_examples_that_run():
+    assert len(python_blocks(ROOT / "README.md")) >= 2        # tasks; an agent and a team
+    for name in ("work", "agents", "teams", "fsm", "durable"):
+        assert python_blocks(ROOT / "docs" / f"{name}.md"), f"docs/{name}.md has no example"
 
 
 def test_every_example_is_listed():

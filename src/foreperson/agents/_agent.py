@@ -400,7 +400,12 @@ class Agent(Generic[OutputT]):
         calling thread are visible to the run; an interrupted wait (Ctrl-C) cancels it.
 
         Args:
-            prompt, user_id, run_id, message_history, options, runtime: as :meth:`run`.
+            prompt: as :meth:`run`.
+            user_id: as :meth:`run`.
+            run_id: as :meth:`run`.
+            message_history: as :meth:`run`.
+            options: as :meth:`run`.
+            runtime: as :meth:`run`.
 
         Returns:
             As :meth:`run`.
@@ -442,7 +447,10 @@ class Agent(Generic[OutputT]):
         stop iterating early.
 
         Args:
-            prompt, user_id, run_id, message_history: as :meth:`run`.
+            prompt: as :meth:`run`.
+            user_id: as :meth:`run`.
+            run_id: as :meth:`run`.
+            message_history: as :meth:`run`.
             options: as :meth:`run`. With ``options.events`` set (a nested stream, or
                 a sink of your own), this run's events are yielded and also sent to
                 that sink, and nested runs' events go only to the sink.

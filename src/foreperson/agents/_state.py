@@ -678,7 +678,9 @@ class RunContext:
         (for events that mark replayed steps).
 
         Args:
-            role, instructions, data: as :meth:`spawn`.
+            role: as :meth:`spawn`.
+            instructions: as :meth:`spawn`.
+            data: as :meth:`spawn`.
 
         Returns:
             The record and whether it was replayed.

@@ -249,7 +249,8 @@ class Machine:
         Args:
             text: the YAML.
             source: the name problems are reported with (a file path).
-            clock, ids: as the constructor.
+            clock: as the constructor.
+            ids: as the constructor.
 
         Returns:
             The machine.
@@ -266,7 +267,8 @@ class Machine:
 
         Args:
             path: the file (UTF-8).
-            clock, ids: as the constructor.
+            clock: as the constructor.
+            ids: as the constructor.
 
         Returns:
             The machine.
@@ -412,7 +414,8 @@ class Machine:
         Args:
             run_id: the run.
             store: the journal the run was started with.
-            agents, summoner: as :meth:`run`, for the summons not journaled yet.
+            agents: as :meth:`run`, for the summons not journaled yet.
+            summoner: as :meth:`run`, for the summons not journaled yet.
 
         Returns:
             The result, as :meth:`run`.

@@ -435,7 +435,9 @@ class Runtime:
         model ``reason`` as the call's error result and goes on.
 
         Args:
-            run_id, call_id, user_id: as :meth:`approve`.
+            run_id: as :meth:`approve`.
+            call_id: as :meth:`approve`.
+            user_id: as :meth:`approve`.
             reason: why; the model reads it.
 
         Returns:
@@ -494,7 +496,8 @@ class InMemoryRuntime(Runtime):
 
     Args:
         store: a :class:`~foreperson.work.MemoryStore` to use (default a new one).
-        lease_s, remote_workers: as :class:`Runtime`.
+        lease_s: as :class:`Runtime`.
+        remote_workers: as :class:`Runtime`.
     """
 
     def __init__(self, store: MemoryStore | None = None, *, lease_s: float = 30.0,
@@ -516,7 +519,8 @@ class SqliteRuntime(Runtime):
             a power cut). Steps are written behind the run (see
             :class:`~foreperson.agents.JournaledSteps` ``write_behind``), so the fsync of
             ``FULL`` is not on the run's path.
-        lease_s, remote_workers: as :class:`Runtime`.
+        lease_s: as :class:`Runtime`.
+        remote_workers: as :class:`Runtime`.
 
     Raises:
         StoreError: the file cannot be opened, or has a newer schema.
@@ -541,7 +545,8 @@ class PostgresRuntime(Runtime):
         schema: the PostgreSQL schema (default ``$FOREPERSON_PG_SCHEMA`` or
             ``foreperson``).
         pool_size: connections kept open (default 8).
-        lease_s, remote_workers: as :class:`Runtime`.
+        lease_s: as :class:`Runtime`.
+        remote_workers: as :class:`Runtime`.
 
     Raises:
         MissingDependency: psycopg is not installed (``pip install 'foreperson[postgres]'``).

@@ -197,7 +197,10 @@ def decompose_sync(goal: str, allowed_kinds: Collection[str], model: Model | str
     """:func:`decompose` for code without an event loop.
 
     Args:
-        goal, allowed_kinds, model, **options: as :func:`decompose`.
+        goal: as :func:`decompose`.
+        allowed_kinds: as :func:`decompose`.
+        model: as :func:`decompose`.
+        **options: as :func:`decompose`.
 
     Returns:
         As :func:`decompose`.

@@ -141,7 +141,10 @@ class Router(TeamStore):
             model is then never called.
         finalize: the answer on ``FINISH`` (see :data:`Finalize`).
         store: where delegations are recorded (see ``Supervisor``).
-        max_attempts, retry_backoff_s, worker_timeout_s, lease_s: as ``Supervisor``.
+        max_attempts: as ``Supervisor``.
+        retry_backoff_s: as ``Supervisor``.
+        worker_timeout_s: as ``Supervisor``.
+        lease_s: as ``Supervisor``.
         recursion_limit: decisions plus worker runs per run (default 25, seed 004).
 
     Raises:

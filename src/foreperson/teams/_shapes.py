@@ -82,8 +82,11 @@ class Pipeline(_FixedShape):
     Args:
         stages: the agents, in order; their names must differ (they are the tasks'
             kinds).
-        store, max_attempts, retry_backoff_s, worker_timeout_s, lease_s: as
-            :class:`~foreperson.teams.Supervisor`.
+        store: as :class:`~foreperson.teams.Supervisor`.
+        max_attempts: as :class:`~foreperson.teams.Supervisor`.
+        retry_backoff_s: as :class:`~foreperson.teams.Supervisor`.
+        worker_timeout_s: as :class:`~foreperson.teams.Supervisor`.
+        lease_s: as :class:`~foreperson.teams.Supervisor`.
 
     Raises:
         ConfigurationError: no stages, a non-agent, or two stages with one name.
@@ -141,8 +144,11 @@ class Parallel(_FixedShape):
     Args:
         branches: the agents run concurrently; names must differ.
         merge: the agent that writes the answer from their outputs, or None.
-        store, max_attempts, retry_backoff_s, worker_timeout_s, lease_s: as
-            :class:`~foreperson.teams.Supervisor`.
+        store: as :class:`~foreperson.teams.Supervisor`.
+        max_attempts: as :class:`~foreperson.teams.Supervisor`.
+        retry_backoff_s: as :class:`~foreperson.teams.Supervisor`.
+        worker_timeout_s: as :class:`~foreperson.teams.Supervisor`.
+        lease_s: as :class:`~foreperson.teams.Supervisor`.
 
     Raises:
         ConfigurationError: no branches, a non-agent, or two agents with one name.

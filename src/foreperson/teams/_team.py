@@ -269,10 +269,14 @@ class Team(Agent[OutputT]):
             prompt: the request.
             thread: a conversation to continue; the run's messages are left in it. Every
                 follow-up starts at the supervisor again.
-            user_id, run_id, message_history, options, runtime: as :meth:`Agent.run`
-                (``message_history`` or ``thread``, not both). With a runtime, every
-                delegation is journaled and recorded as a task in the runtime's store,
-                and the workers (nested teams and spawned workers too) run under it.
+            user_id: as :meth:`Agent.run`.
+            run_id: as :meth:`Agent.run`.
+            message_history: as :meth:`Agent.run` (``message_history`` or ``thread``,
+                not both).
+            options: as :meth:`Agent.run`.
+            runtime: as :meth:`Agent.run`. With a runtime, every delegation is journaled
+                and recorded as a task in the runtime's store, and the workers (nested
+                teams and spawned workers too) run under it.
 
         Returns:
             The :class:`~foreperson.teams.TeamResult`.
@@ -303,7 +307,10 @@ class Team(Agent[OutputT]):
         spawned workers are rebuilt under the same role and id.
 
         Args:
-            run_id, runtime, user_id, options: as :meth:`Agent.resume`.
+            run_id: as :meth:`Agent.resume`.
+            runtime: as :meth:`Agent.resume`.
+            user_id: as :meth:`Agent.resume`.
+            options: as :meth:`Agent.resume`.
 
         Returns:
             The :class:`~foreperson.teams.TeamResult`.
@@ -344,8 +351,13 @@ class Team(Agent[OutputT]):
         """:meth:`run` for code without an event loop.
 
         Args:
-            prompt, thread, user_id, run_id, message_history, options, runtime: as
-                :meth:`run`.
+            prompt: as :meth:`run`.
+            thread: as :meth:`run`.
+            user_id: as :meth:`run`.
+            run_id: as :meth:`run`.
+            message_history: as :meth:`run`.
+            options: as :meth:`run`.
+            runtime: as :meth:`run`.
 
         Returns:
             As :meth:`run`.
@@ -376,8 +388,13 @@ class Team(Agent[OutputT]):
         run; the team's :class:`~foreperson.agents.FinalEvent` comes last.
 
         Args:
-            prompt, thread, user_id, run_id, message_history, options, runtime: as
-                :meth:`run`.
+            prompt: as :meth:`run`.
+            thread: as :meth:`run`.
+            user_id: as :meth:`run`.
+            run_id: as :meth:`run`.
+            message_history: as :meth:`run`.
+            options: as :meth:`run`.
+            runtime: as :meth:`run`.
 
         Yields:
             Events; see :data:`~foreperson.teams.TEAM_EVENTS_ADAPTER` to serialise them.
