@@ -5,6 +5,9 @@ The front door holds what a quickstart needs; everything else lives in subpackag
 architecture of seed 001 is :class:`foreperson.teams.Supervisor`, built by
 ``Team.supervisor``. The durable runtimes of seed 001 (``InMemoryRuntime``,
 ``SqliteRuntime``, ``PostgresRuntime``) come from :mod:`foreperson.runtime`.
+
+A docstring that says a rule comes from "seed 000", "001", "003" or "004" states the rule
+and names the specification it follows, summarised in docs/specifications.md.
 """
 
 from __future__ import annotations

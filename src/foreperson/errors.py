@@ -67,6 +67,8 @@ __all__ = [
     "SpecProblem",
     "StoreError",
     "TaskFailed",
+    "first_error",
+    "retryable_status",
 ]
 
 
@@ -208,6 +210,13 @@ class LeaseLost(RunError):
         self.task_id = task_id
 
 
+def retryable_status(code: int) -> bool:
+    """Whether a failure with HTTP status ``code`` could succeed on another attempt: 408
+    (timeout), 409 (conflict), 425 (too early), 429 (too many requests) and every 5xx
+    (RFC 9110 section 15); any other status no."""
+    return code in (408, 409, 425, 429) or code >= 500
+
+
 class ModelError(RunError):
     """A call to a model failed: an HTTP error, a timeout, a connection error, a reply
     that could not be read, or retries that ran out.
@@ -219,8 +228,8 @@ class ModelError(RunError):
         status_code: the HTTP status of the failed response, or None (timeouts, connection
             errors, unreadable replies).
         retryable: whether another attempt could succeed (429, 5xx, timeouts: yes; other
-            4xx: no). When not given, :func:`foreperson.retry.is_retryable` decides
-            from ``status_code``.
+            4xx: no). When not given: :func:`retryable_status` of ``status_code``, and
+            yes without one (the rule of :func:`foreperson.retry.is_retryable`).
         retry_after_s: seconds the server asked us to wait (``Retry-After``), or None.
         attempts: how many attempts were made before this error was raised (1 without
             a retry wrapper).
@@ -249,9 +258,7 @@ class ModelError(RunError):
         :func:`foreperson.retry.is_retryable` applied to this error."""
         if self._retryable is not None:
             return self._retryable
-        from .retry import is_retryable
-
-        return is_retryable(self)
+        return self.status_code is None or retryable_status(self.status_code)
 
 
 class GuardError(RunError):
@@ -404,3 +411,26 @@ class RateLimited(Retry):  # noqa: N818 - a signal, named as what happened
     def __init__(self, resource: str | None = None, *, after_s: float | None = None) -> None:
         super().__init__(f"rate limited by {resource or 'a shared resource'}", after_s=after_s)
         self.resource = resource
+
+
+def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The exception that ended a task group: the first leaf of ``group`` (nested groups
+    walked depth first) that is not a cancellation, else the first leaf, else ``group``
+    itself. Cancellations come last because they are the consequence, not the cause."""
+    import anyio
+
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    cancelled = anyio.get_cancelled_exc_class()
+    for exc in leaves:
+        if not isinstance(exc, cancelled):
+            return exc
+    return leaves[0] if leaves else group

@@ -11,7 +11,14 @@ import random
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-from .errors import AccessDenied, ConfigurationError, GiveUp, Retry, TaskFailed
+from .errors import (
+    AccessDenied,
+    ConfigurationError,
+    GiveUp,
+    Retry,
+    TaskFailed,
+    retryable_status,
+)
 
 __all__ = ["backoff_seconds", "is_retryable", "retry_after_seconds", "status_code_of"]
 
@@ -98,7 +105,7 @@ def is_retryable(exc: BaseException) -> bool:
         return False
     code = status_code_of(exc)
     if code is not None:
-        return code in (408, 409, 425, 429) or code >= 500
+        return retryable_status(code)
     if isinstance(exc, (TimeoutError, ConnectionError)):
         return True
     names = {cls.__name__ for cls in type(exc).__mro__}

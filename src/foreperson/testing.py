@@ -23,7 +23,7 @@ from .models import (
     Usage,
     parse_output,
 )
-from .work.stores._fill import FillPlan, fill_history
+from .work.stores.fill import FillPlan, fill_history
 
 __all__ = [
     "FillPlan",

@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 from pydantic import BaseModel
 
-from ..errors import AccessDenied, ConfigurationError
+from ..errors import AccessDenied, ConfigurationError, first_error
 from ..models import Message, Model, ModelSettings, SystemMessage, UserMessage, infer_model
 from ._durable import DurableRuntime
 from ._events import AgentEvent, FinalEvent, RunResult
@@ -25,7 +25,7 @@ from ._state import (
     nested_run_id,
     record_unfinished,
 )
-from ._steps import RunParked, first_error
+from ._steps import RunParked
 from ._telemetry import end_run, run_span
 from ._tools import Tool, as_tool
 

@@ -48,8 +48,8 @@ __all__ = [
 @dataclass(frozen=True)
 class Limits:
     """Caps on one run. Reaching one ends the run with a result whose ``stop_reason`` is
-    the cap's name and which keeps what was produced so far (DESIGN: every cap ends a
-    run with a result, not an exception). Caps are checked before each model call, so
+    the cap's name and which keeps what was produced so far (every cap ends a run
+    with a result, not an exception). Caps are checked before each model call, so
     the tools of the last allowed turn still run.
 
     Each run has its own caps: a run nested in another (a worker run from inside a tool

@@ -1,8 +1,8 @@
 """Step runners: how each step of a run (a model call, a tool call, an approval, a spawn,
 a delegation) is executed. The default runs it inline and records nothing; a journaled
 runner records each step's result under a deterministic key and, on replay, returns it
-without executing the step again (DESIGN, "one record under everything": a step is a
-journal record, never a claimable task).
+without executing the step again (a step is a journal record,
+never a claimable task: see docs/architecture.md).
 
 The agent layer takes a runner by injection (``RunOptions(steps=...)``) and never
 imports the work layer: :class:`JournaledSteps` is built on the

@@ -587,7 +587,7 @@ class RunContext:
 
         A reply that is empty or cut by the token limit (``finish_reason`` ``"length"``
         / ``"max_tokens"``) is sent back once for correction; a second one in a row
-        ends the run with ``"empty_reply"`` / ``"truncated"`` (issue 8). With an
+        ends the run with ``"empty_reply"`` / ``"truncated"``. With an
         ``output_type``, an answer that does not validate is sent back to the model
         with its errors (``Limits.max_output_retries`` times) and the run goes on.
         Output guardrails then check the output. On success the run ends

@@ -52,7 +52,13 @@ import anyio.to_thread
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from .. import telemetry
-from ..errors import AccessDenied, ConfigurationError, ModelError, OutputValidationError
+from ..errors import (
+    AccessDenied,
+    ConfigurationError,
+    ModelError,
+    OutputValidationError,
+    first_error,
+)
 from ..journal import JournalDivergence, UnknownStepVersion, request_digest
 from ..models import (
     MESSAGES_ADAPTER,
@@ -266,25 +272,6 @@ async def _maybe_await(value: Any) -> Any:
     return value
 
 
-def first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The first real exception of a task group's group (cancellations last)."""
-    leaves: list[BaseException] = []
-
-    def walk(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                walk(inner)
-        else:
-            leaves.append(exc)
-
-    walk(group)
-    cancelled = anyio.get_cancelled_exc_class()
-    for exc in leaves:
-        if not isinstance(exc, cancelled):
-            return exc
-    return leaves[0] if leaves else group
-
-
 def _strip_fences(text: str) -> str:
     """``text`` without a surrounding Markdown code fence (some local models add one)."""
     stripped = text.strip()
@@ -298,7 +285,7 @@ def _strip_fences(text: str) -> str:
 
 def call_settings(ctx: RunContext) -> ModelSettings:
     """The agent's settings, with ``max_tokens`` lowered to what is left of the token
-    budget (issue 8: one call must not overshoot a cap of 100 by 8,000)."""
+    budget (one call must not overshoot a cap of 100 tokens by 8,000)."""
     settings = ctx.agent.settings
     budget = ctx.token_budget()
     if budget is not None and (settings.max_tokens is None or settings.max_tokens > budget):
@@ -722,7 +709,7 @@ async def check_guardrails(
 
 def _reply_problem(response: ModelResponse) -> tuple[str, str, str] | None:
     """``(stop_reason, detail, correction)`` for a final reply that is no answer: cut by
-    the token limit, or empty (issue 8)."""
+    the token limit, or empty."""
     if response.output is not None:
         return None
     if response.finish_reason in TRUNCATED_FINISH_REASONS:

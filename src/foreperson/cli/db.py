@@ -100,14 +100,14 @@ def version(
     schema: Annotated[Optional[str], typer.Option(help=SCHEMA_HELP)] = None,  # noqa: UP045
 ) -> None:
     """Print the schema's version and the latest this foreperson knows."""
-    from ..work.stores._pg_schema import LATEST
+    from ..work.stores.postgres import SCHEMA_VERSION
 
     store = _store(dsn, schema, migrate=False)
     try:
         current = store.schema_version
     finally:
         store.close()
-    typer.echo(f"schema {store.schema}: version {current} (this foreperson: {LATEST})")
+    typer.echo(f"schema {store.schema}: version {current} (this foreperson: {SCHEMA_VERSION})")
 
 
 @db_app.command()

@@ -6,7 +6,7 @@ DEPENDENCIES.md). It parses but does not type-check, so the loader checks types 
 running each expression on typed sample contexts (see :func:`sample_problems`), and
 finds the fields and enum literals an expression uses with the small tokenizer below.
 Its errors (``ValueError``, ``KeyError``, ``TypeError``, ``RuntimeError``, ...) are
-wrapped in :class:`GuardError` at run time. Never Python ``eval`` (DESIGN invariants).
+wrapped in :class:`GuardError` at run time. Never Python ``eval``.
 """
 
 from __future__ import annotations

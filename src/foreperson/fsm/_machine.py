@@ -756,7 +756,7 @@ class _Run:
         """Write the pending steps (summons results, a checkpoint, the end) in one trip
         to a worker thread.
 
-        Seed 003 / issue 10: no agent is asked twice. A summons' result is pending only
+        Seed 003: no agent is asked twice. A summons' result is pending only
         while the machine works in memory on it (writes, guards, actions, the
         transition); it is on the journal before the next summons is sent, and before
         the run returns or raises.

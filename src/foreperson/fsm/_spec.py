@@ -177,7 +177,7 @@ class StateSpec:
     def fields_from(self, agent: str) -> list[str]:
         """The fields this state requires from ``agent``.
 
-        Seed 003 / issue 10: an agent may write only the fields its current state
+        Seed 003: an agent may write only the fields its current state
         requires from it.
 
         Args:

@@ -1,10 +1,10 @@
 """The step journal: what happened *inside* one unit of work, recorded for replay.
 
 A step is one model call, tool call, approval, spawn or delegation of a run. It is not
-a task: recording one never makes a claimable row (DESIGN, "one record under
-everything"). Each step has a deterministic key, the run id plus a step path that says
-which agent, which turn and which call (``"agent:researcher/turn:3/tool:1"``), so a
-replay of the same run reaches the same keys in the same order.
+a task: recording one never makes a claimable row. Each step has a deterministic key,
+the run id plus a step path that says which agent, which turn and which call
+(``"agent:researcher/turn:3/tool:1"``), so a replay of the same run reaches the same keys
+in the same order.
 
 This module is pure data: the :class:`Step` record, the :class:`Journal` protocol that
 the work layer's stores implement (memory, SQLite, PostgreSQL: same connection, same

@@ -8,7 +8,7 @@ is asked once for ``GET /models``, the first time a request needs to know (tools
 structured output), and recognised by what it answers (llama-cpp-python's server says
 ``owned_by: "me"``); anything else gets ``"openai-compatible"``.
 
-Known profiles (issue 8 item 14):
+Known profiles:
 
 ================== ================================ ============= ==================
 name               structured output                tool results  tokens field

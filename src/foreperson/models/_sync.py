@@ -4,7 +4,7 @@ worker threads), so that the clients it opens are reused.
 An SDK client's pooled connections belong to the event loop that opened them. A
 blocking call that made its own loop each time (``anyio.run``) had to open a new client
 and a new TCP connection for every call, and close them at the end: 34-78 ms per call
-on loopback where an awaited call costs 2-9 ms (issue 8 item 13). Here blocking calls
+on loopback where an awaited call costs 2-9 ms. Here blocking calls
 are sent to one event loop running in a daemon thread, started on first use; the
 providers keep one client for that loop (:class:`~foreperson.models.Provider`), so
 every blocking call after the first reuses its connections.

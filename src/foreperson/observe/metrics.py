@@ -35,8 +35,8 @@ from ..work.store import ReportsWork, TaskStore
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-__all__ = ["PrometheusSink", "StoreCollector", "metrics_registry", "prometheus",
-           "serve_metrics"]
+__all__ = ["RUN_BUCKETS_S", "WAIT_BUCKETS_S", "PrometheusSink", "StoreCollector",
+           "metrics_registry", "prometheus", "serve_metrics"]
 
 RUN_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
                  60.0, 300.0, 900.0, 3600.0)

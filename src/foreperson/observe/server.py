@@ -45,7 +45,7 @@ from ..work.store import ReportsWork, TaskStore
 from ..work.task import Status, Task
 from .workers import live_workers
 
-__all__ = ["StatusServer", "history", "problems", "snapshot", "task_detail"]
+__all__ = ["PROBLEMS_SHOWN", "StatusServer", "history", "problems", "snapshot", "task_detail"]
 
 log = logging.getLogger("foreperson.observe")
 
@@ -194,7 +194,7 @@ def _runs(store: TaskStore) -> list[dict[str, Any]]:
 def _run_tree(store: TaskStore, run_id: str) -> dict[str, Any] | None:
     """A run as a tree: a durable agent run from its record and journal, or any other
     journaled run (a state machine's) as its steps."""
-    from ..runtime._tree import outline_run
+    from ..runtime import outline_run
 
     steps = store.list_steps(run_id) if hasattr(store, "list_steps") else []
     record = store.get_run(run_id) if isinstance(store, RunLedger) else None

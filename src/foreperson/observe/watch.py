@@ -13,7 +13,7 @@ from ..errors import MissingDependency, StoreError
 from ..work.store import StoreStats, TaskStore
 from ..work.task import Status
 
-__all__ = ["Samples", "render_charts", "watch"]
+__all__ = ["KEEP", "Samples", "render_charts", "watch"]
 
 KEEP = 120
 """Samples kept (two minutes at one a second)."""

@@ -22,7 +22,7 @@ Example::
 """
 
 from ._runtime import InMemoryRuntime, PostgresRuntime, Runtime, SqliteRuntime
-from ._tree import render_run
+from ._tree import outline_run, render_run
 from ._workers import agent_app
 
 __all__ = [
@@ -31,5 +31,6 @@ __all__ = [
     "Runtime",
     "SqliteRuntime",
     "agent_app",
+    "outline_run",
     "render_run",
 ]

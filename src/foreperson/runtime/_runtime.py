@@ -1,5 +1,5 @@
-"""Durable runtimes: where an agent's run meets the work layer's store (DESIGN, layer 6:
-"the only place work meets agents").
+"""Durable runtimes: where an agent's run meets the work layer's store (the only place
+work meets agents: see docs/architecture.md).
 
 A runtime keeps, in one store (the tasks' database, same migrations), each durable run's
 record (:class:`~foreperson.journal.RunRecord`: its user, its input, who runs it now,

@@ -51,12 +51,10 @@ from ..agents import (
     load_run_result,
     unfinished_usage,
 )
-from ..agents._steps import first_error
-from ..errors import AccessDenied, ConfigurationError, RecursionLimitExceeded
+from ..errors import AccessDenied, ConfigurationError, RecursionLimitExceeded, first_error
 from ..journal import Journal, JournalDivergence, UnknownStepVersion
 from ..models import Message, ModelResponse, SystemMessage, Usage, UserMessage
 from ..retry import backoff_seconds, is_retryable, retry_after_seconds
-from ..testing import UnexpectedModelCall
 from ..work import MemoryStore, Status, Task, TaskStore
 from ..work.handles import Waiters
 from ._events import DelegationFinishedEvent, DelegationStartedEvent, RouteDecisionEvent
@@ -71,9 +69,10 @@ T = TypeVar("T")
 log = logging.getLogger("foreperson.teams")
 
 # Errors a worker run raises that are the program's, not the worker's: they end the
-# team's run too instead of reaching the supervisor's model as a failed delegation.
+# team's run too instead of reaching the supervisor's model as a failed delegation
+# (AssertionError: a failed check, such as a test model's UnexpectedModelCall).
 _PROPAGATE = (JournalDivergence, UnknownStepVersion, ConfigurationError,
-              RecursionLimitExceeded, UnexpectedModelCall, AccessDenied)
+              RecursionLimitExceeded, AssertionError, AccessDenied)
 
 _RUNS: weakref.WeakKeyDictionary[RunContext, TeamRun] = weakref.WeakKeyDictionary()
 _RETRY_SUFFIX = re.compile(r"/run:\d+$")
@@ -157,7 +156,7 @@ def resolve_worker(name: object, roster: Sequence[str]) -> tuple[str | None, str
     """The roster name a model meant, or why none.
 
     Exact names win. Otherwise case and surrounding whitespace are forgiven only when
-    exactly one roster name matches (issue 9), so the same input always resolves the
+    exactly one roster name matches, so the same input always resolves the
     same way and a near miss never becomes a silent default.
 
     Args:
@@ -217,7 +216,7 @@ def output_message(delegation: Delegation) -> ModelResponse:
 def failure_report(delegation: Delegation) -> str:
     """A delegation that did not complete, as the team's model reads it: JSON saying so,
     why, and what the worker produced (at most 2,000 characters), never text that reads
-    like an answer (issue 9: failure is a status)."""
+    like an answer (a failure is a status, not text)."""
     produced = delegation.text
     if produced is not None and len(produced) > 2000:
         produced = produced[:2000] + "..."

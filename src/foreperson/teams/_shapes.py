@@ -13,8 +13,7 @@ from typing import Any
 import anyio
 
 from ..agents import Agent, AgentEvent, RunContext
-from ..agents._steps import first_error
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, first_error
 from ..work import MemoryStore, TaskStore
 from ._records import Delegation
 from ._run import (

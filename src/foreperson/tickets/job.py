@@ -47,8 +47,9 @@ from ..work.worker import Worker, current_batch, current_task
 from .model import Classification, TicketModel, bundled_examples, load_examples
 from .reader import Ticket, TicketFile
 
-__all__ = ["CLASSIFY", "DRAFT", "TRIAGE", "JobProgress", "JobReport", "Outbox", "TicketJob",
-           "check_earlier_run", "fingerprint_of", "job_settings", "kinds_for",
+__all__ = ["CLASSIFY", "DRAFT", "JOB_WORKER", "OUTPUT_FIELDS", "TRIAGE", "JobProgress",
+           "JobReport", "Outbox", "TicketJob", "check_earlier_run", "check_output_path",
+           "check_writable_path", "fingerprint_of", "job_settings", "kinds_for", "local_workers",
            "model_fingerprint", "run_job", "ticket_app", "ticket_tasks"]
 
 CLASSIFY, DRAFT, TRIAGE = "classify_ticket", "draft_reply", "triage_ticket"

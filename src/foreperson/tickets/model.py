@@ -45,8 +45,10 @@ from .language import LANGUAGES, detect_language, detect_languages
 from .reader import find_column, read_records
 from .triage import draft_promises, ticket_signals
 
-__all__ = ["Calibration", "Classification", "Example", "TicketModel", "Triage",
-           "bundled_examples", "load_examples", "training_estimate_s", "triage"]
+__all__ = ["ANSWER_NAMES", "DEFAULT_MIN_SIMILARITY", "DEFAULT_TARGET_PRECISION", "LABEL_NAMES",
+           "LANGUAGE_NAMES", "PRIORITY_NAMES", "TEXT_NAMES", "Calibration", "Classification",
+           "Example", "TicketModel", "Triage", "bundled_examples", "load_examples",
+           "training_estimate_s", "triage"]
 
 TEXT_NAMES = ("text", "body", "message", "description", "content")
 LABEL_NAMES = ("label", "category", "queue", "type", "class")

@@ -29,7 +29,7 @@ from .task import Status, Task
 if TYPE_CHECKING:
     from .worker import TaskContext
 
-__all__ = ["POLL_MAX_S", "TaskHandle", "Waiters"]
+__all__ = ["POLL_MAX_S", "TaskHandle", "Waiters", "as_completed"]
 
 POLL_MAX_S = 0.5
 """Longest delay, seconds, before a waiter asks the store again (stores without

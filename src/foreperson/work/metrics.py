@@ -21,9 +21,9 @@ from datetime import datetime
 
 from .task import Status, Task, from_epoch, to_epoch
 
-__all__ = ["CHART", "HISTORY_KEPT_S", "HISTORY_WINDOW_S", "Change", "TimelinePoint",
-           "changes_of", "chart_counts", "default_until", "history_points", "history_window",
-           "timeline"]
+__all__ = ["CHART", "HISTORY_KEPT_S", "HISTORY_WINDOW_S", "QUIET_GAP_S", "Change",
+           "TimelinePoint", "changes_of", "chart_counts", "default_until", "history_points",
+           "history_window", "timeline"]
 
 CHART = ("unfinished", "completed", "dead")
 """What a history counts: tasks not finished yet (any status but COMPLETED and DEAD),

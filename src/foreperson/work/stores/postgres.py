@@ -85,7 +85,13 @@ from ._pg_schema import LATEST
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg
 
-__all__ = ["DEFAULT_SCHEMA", "PostgresStore", "ResourceLimit", "migrate_schema"]
+__all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "PostgresStore", "ResourceLimit",
+           "migrate_schema"]
+
+SCHEMA_VERSION = LATEST
+"""The schema version this foreperson reads and writes (``foreperson db version``). A
+store opened on an older schema migrates it (``migrate=True``, the default) or asks for
+``foreperson db migrate``; one on a newer schema is refused."""
 
 log = logging.getLogger("foreperson.store.postgres")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FillPlan", "fill_history"]
+__all__ = ["KINDS", "FillPlan", "fill_history"]
 
 KINDS = ("classify", "draft", "triage")
 
