@@ -139,7 +139,7 @@ class _TestModel(ModelBase):
     def _record(self, messages: Sequence[Message], params: ModelRequestParameters) -> None:
         self.calls.append(RecordedCall(tuple(messages), params))
 
-    def _respond(
+    def _respond(  # noqa: C901 - one branch per kind of scripted reply
         self, reply: Reply, messages: Sequence[Message], params: ModelRequestParameters
     ) -> ModelResponse:
         if isinstance(reply, BaseException):

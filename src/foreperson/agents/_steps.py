@@ -296,7 +296,7 @@ def call_settings(ctx: RunContext) -> ModelSettings:
 _AGENT_OUTPUT: Any = object()   # call_model's default output type: the agent's
 
 
-async def call_model(
+async def call_model(  # noqa: C901, PLR0915 - one model step: replay, budget, streaming, retries and each bad reply
     ctx: RunContext,
     messages: Sequence[Message] | None = None,
     output_type: type[BaseModel] | None = _AGENT_OUTPUT,
@@ -405,7 +405,7 @@ class _Done:
     replayed: bool = False
 
 
-async def run_tool_calls(ctx: RunContext, calls: Sequence[ToolCall]) -> AsyncIterator[AgentEvent]:
+async def run_tool_calls(ctx: RunContext, calls: Sequence[ToolCall]) -> AsyncIterator[AgentEvent]:  # noqa: C901 - a turn's tool calls: replay, approvals, timeouts and errors per call
     """See :meth:`RunContext.run_tool_calls`."""
     calls = list(calls)
     ctx.reply_ok()

@@ -152,7 +152,7 @@ class Tool:
     journaled: bool = True
 
     @classmethod
-    def from_function(
+    def from_function(  # noqa: C901 - each rejected kind of parameter is one branch with its own message
         cls,
         function: Callable[..., Any],
         *,

@@ -39,12 +39,24 @@ def _store(dsn: str | None, schema: str | None, *, migrate: bool) -> PostgresSto
 
 @db_app.command()
 def prune(
-    older_than: Annotated[str, typer.Option(help="Remove finished work whose last task finished longer ago than this: `30d`, `12h`, `90m`, `2w`.")],
-    keep_dead: Annotated[Optional[str], typer.Option(help="Keep DEAD tasks this long instead (at least --older-than): they are the ones a person may still retry.")] = None,  # noqa: UP045
-    archive: Annotated[Optional[Path], typer.Option(help="Append every removed record to this gzip'd JSON-lines file first (`.jsonl.gz`).")] = None,  # noqa: UP045
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would go; remove nothing.")] = False,
-    forget_after: Annotated[str, typer.Option(help="Keep the tombstone of each removed task this long: until then, adding its id again is refused instead of running it twice.")] = "365d",
-    max_seconds: Annotated[Optional[float], typer.Option(min=1.0, help="Stop after about this many seconds (run it again for the rest).")] = None,  # noqa: UP045
+    older_than: Annotated[str, typer.Option(
+        help="Remove finished work whose last task finished longer ago than this: `30d`, `12h`, "
+             "`90m`, `2w`.")],
+    keep_dead: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Keep DEAD tasks this long instead (at least --older-than): they are the ones a "
+             "person may still retry.")] = None,
+    archive: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="Append every removed record to this gzip'd JSON-lines file first "
+             "(`.jsonl.gz`).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run",
+        help="Count what would go; remove nothing.")] = False,
+    forget_after: Annotated[str, typer.Option(
+        help="Keep the tombstone of each removed task this long: until then, adding its id again "
+             "is refused instead of running it twice.")] = "365d",
+    max_seconds: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        min=1.0,
+        help="Stop after about this many seconds (run it again for the rest).")] = None,
     db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None,  # noqa: UP045
     dsn: Annotated[Optional[str], typer.Option(help=DSN_HELP)] = None,  # noqa: UP045
     schema: Annotated[Optional[str], typer.Option(help=SCHEMA_HELP)] = None,  # noqa: UP045

@@ -81,11 +81,19 @@ def render(
 def run(
     file: Annotated[str, typer.Argument(help="Machine file (YAML).")],
     request: Annotated[str, typer.Option(help="The request the run serves.")],
-    model: Annotated[str, typer.Option(help="Model for every declared agent, e.g. gpt-4o-mini, claude-opus-4-7, openai:NAME (key from OPENAI_API_KEY / ANTHROPIC_API_KEY).")],
-    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible server for --model (vLLM, llama.cpp, Ollama).")] = None,  # noqa: UP045
-    db: Annotated[Optional[str], typer.Option(help="SQLite file journaling the run (checkpoints, summons), so --resume can continue it.")] = None,  # noqa: UP045
-    resume: Annotated[Optional[str], typer.Option(help="Continue this run id from --db instead of starting a new run.")] = None,  # noqa: UP045
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+    model: Annotated[str, typer.Option(
+        help="Model for every declared agent, e.g. gpt-4o-mini, claude-opus-4-7, openai:NAME (key"
+             " from OPENAI_API_KEY / ANTHROPIC_API_KEY).")],
+    base_url: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="OpenAI-compatible server for --model (vLLM, llama.cpp, Ollama).")] = None,
+    db: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="SQLite file journaling the run (checkpoints, summons), so --resume can "
+             "continue it.")] = None,
+    resume: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Continue this run id from --db instead of starting a new run.")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json",
+        help="Print the result as one JSON object.")] = False,
 ) -> None:
     """Run the machine on a request; print the trace and the answer.
 

@@ -17,10 +17,17 @@ log = logging.getLogger("foreperson.cli.serve")
 def serve(
     db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None,  # noqa: UP045
     dsn: Annotated[Optional[str], typer.Option(help=DSN_HELP)] = None,  # noqa: UP045
-    schema: Annotated[Optional[str], typer.Option(help="PostgreSQL schema of the task tables (default: $FOREPERSON_PG_SCHEMA or foreperson).")] = None,  # noqa: UP045
+    schema: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="PostgreSQL schema of the task tables (default: $FOREPERSON_PG_SCHEMA or "
+             "foreperson).")] = None,
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free one).")] = 8710,
-    host: Annotated[str, typer.Option(help="Address to bind. The default serves this machine only; another address shows your tasks' payloads to whoever reaches it.")] = "127.0.0.1",
-    allow_retry: Annotated[bool, typer.Option("--allow-retry", help="Show buttons that put DEAD tasks back to PENDING (the rule of foreperson retry). Read-only without it.")] = False,
+    host: Annotated[str, typer.Option(
+        help="Address to bind. The default serves this machine only; another address shows your "
+             "tasks' payloads to whoever reaches it.")] = "127.0.0.1",
+    allow_retry: Annotated[bool, typer.Option(
+        "--allow-retry",
+        help="Show buttons that put DEAD tasks back to PENDING (the rule of foreperson retry). "
+             "Read-only without it.")] = False,
 ) -> None:
     """Serve a live web page: tasks by status over time, active tasks per worker and the
     age of the oldest unfinished task as charts, the workers, DEAD and FAILED tasks with

@@ -20,9 +20,16 @@ def status(
     dsn: Annotated[Optional[str], typer.Option(help=DSN_HELP)] = None,  # noqa: UP045
     schema: Annotated[Optional[str], typer.Option(help=SCHEMA_HELP)] = None,  # noqa: UP045
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    points: Annotated[int, typer.Option(min=1, max=100, help="Rows in the tasks-over-time table.")] = 8,
-    watch: Annotated[bool, typer.Option("--watch", help="Redraw the three numbers as terminal charts every --interval seconds until Ctrl-C.")] = False,
-    interval: Annotated[float, typer.Option(min=0.1, max=3600.0, help="Seconds between redraws with --watch.")] = 1.0,
+    points: Annotated[int, typer.Option(
+        min=1, max=100,
+        help="Rows in the tasks-over-time table.")] = 8,
+    watch: Annotated[bool, typer.Option(
+        "--watch",
+        help="Redraw the three numbers as terminal charts every --interval seconds until "
+             "Ctrl-C.")] = False,
+    interval: Annotated[float, typer.Option(
+        min=0.1, max=3600.0,
+        help="Seconds between redraws with --watch.")] = 1.0,
     run: Annotated[Optional[str], typer.Option(help="With --watch: only this run's tasks.")] = None,  # noqa: UP045
     frames: Annotated[Optional[int], typer.Option(min=1, hidden=True)] = None,  # noqa: UP045
 ) -> None:
@@ -73,45 +80,67 @@ def status(
 def _print(source: str, stats: StoreStats, workers: list[dict[str, Any]],
            history: list[TimelinePoint], dead: list[Task]) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     console = Console()
+    console.print(_counts_table(source, stats))
+    age = stats.oldest_unfinished_age_s
+    console.print("oldest unfinished task: " + ("none" if age is None else f"{age:.1f} s old"))
+    for table in (_workers_table(workers) if workers else None,
+                  _history_table(history) if history else None,
+                  _dead_table(stats, dead) if dead else None):
+        if table is not None:
+            console.print(table)
+
+
+def _counts_table(source: str, stats: StoreStats) -> Any:
+    from rich.table import Table
+
     counts = Table(title=f"{stats.total} tasks in {source}")
     for s in Status:
         counts.add_column(s.value, justify="right")
     counts.add_row(*(str(stats.counts[s]) for s in Status))
-    console.print(counts)
-    age = stats.oldest_unfinished_age_s
-    console.print("oldest unfinished task: " + ("none" if age is None else f"{age:.1f} s old"))
-    if workers:
-        table = Table(title="workers")
-        for col in ("worker", "active", "completed", "failed", "last heartbeat", "health"):
-            table.add_column(col, justify="right" if col in ("active", "completed", "failed")
-                             else "left")
-        for w in workers:
-            beat = w["last_heartbeat"]
-            table.add_row(w["name"], str(w["active"]), str(w["completed"]), str(w["failed"]),
-                          beat[:19].replace("T", " ") if beat else "-", w["health"])
-        console.print(table)
-    if history:
-        over = Table(title="tasks over time (the last hour of activity)")
-        for col in ("at (UTC)", "unfinished", "completed", "dead"):
-            over.add_column(col, justify="right")
-        for p in history:
-            over.add_row(p.at.strftime("%H:%M:%S"), str(p.unfinished), str(p.completed),
-                         str(p.dead))
-        console.print(over)
-    if dead:
-        shown = (f"the newest {len(dead)} of {stats.counts[Status.DEAD]}"
-                 if stats.counts[Status.DEAD] > len(dead) else f"{len(dead)}")
-        table = Table(title=f"DEAD tasks, {shown} shown (foreperson retry puts them back)")
-        table.add_column("id", overflow="fold", no_wrap=False)   # whole: for `retry ID`
-        for col in ("kind", "attempts", "why", "error"):
-            table.add_column(col)
-        for t in dead:
-            table.add_row(t.id, t.kind, str(t.attempts), (t.reason or "").replace("_", " "),
-                          (t.error or "")[:120])
-        console.print(table)
+    return counts
+
+
+def _workers_table(workers: list[dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    table = Table(title="workers")
+    for col in ("worker", "active", "completed", "failed", "last heartbeat", "health"):
+        table.add_column(col, justify="right" if col in ("active", "completed", "failed")
+                         else "left")
+    for w in workers:
+        beat = w["last_heartbeat"]
+        table.add_row(w["name"], str(w["active"]), str(w["completed"]), str(w["failed"]),
+                      beat[:19].replace("T", " ") if beat else "-", w["health"])
+    return table
+
+
+def _history_table(history: list[TimelinePoint]) -> Any:
+    from rich.table import Table
+
+    over = Table(title="tasks over time (the last hour of activity)")
+    for col in ("at (UTC)", "unfinished", "completed", "dead"):
+        over.add_column(col, justify="right")
+    for p in history:
+        over.add_row(p.at.strftime("%H:%M:%S"), str(p.unfinished), str(p.completed),
+                     str(p.dead))
+    return over
+
+
+def _dead_table(stats: StoreStats, dead: list[Task]) -> Any:
+    from rich.table import Table
+
+    shown = (f"the newest {len(dead)} of {stats.counts[Status.DEAD]}"
+             if stats.counts[Status.DEAD] > len(dead) else f"{len(dead)}")
+    table = Table(title=f"DEAD tasks, {shown} shown (foreperson retry puts them back)")
+    table.add_column("id", overflow="fold", no_wrap=False)   # whole: for `retry ID`
+    for col in ("kind", "attempts", "why", "error"):
+        table.add_column(col)
+    for t in dead:
+        table.add_row(t.id, t.kind, str(t.attempts), (t.reason or "").replace("_", " "),
+                      (t.error or "")[:120])
+    return table
 
 
 def register(app: typer.Typer) -> None:

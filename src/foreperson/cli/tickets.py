@@ -122,30 +122,76 @@ def _prune_earlier(age: str, *, db: str | None, dsn: str | None, schema: str | N
                    f"tasks, the last finished {run.last_s / 86400:.1f} days ago)")
 
 
-def tickets(
-    input_file: Annotated[Optional[Path], typer.Argument(metavar="INPUT", help="Tickets: .csv, .json (a list) or .jsonl.")] = None,  # noqa: UP045
-    workers: Annotated[int, typer.Option("--workers", "-w", min=0, max=1024, help="Local workers for --model (its calls wait on the network); the offline model is CPU-bound and works in batches on one local worker whatever this says. 0 = only supervise (with --dsn, remote `foreperson worker foreperson.tickets.job` processes do the work).")] = 8,
-    db: Annotated[Optional[str], typer.Option(help=DB_HELP + " Created when missing; re-run with the same --db to continue after a crash. Default: INPUT's name, a hash of its full path and .tasks.db, in the current folder.")] = None,  # noqa: UP045
+def tickets(  # noqa: C901, PLR0915 - the command's options; a job entry point owning the checks comes next
+    input_file: Annotated[Optional[Path], typer.Argument(  # noqa: UP045
+        metavar="INPUT",
+        help="Tickets: .csv, .json (a list) or .jsonl.")] = None,
+    workers: Annotated[int, typer.Option(
+        "--workers", "-w", min=0, max=1024,
+        help="Local workers for --model (its calls wait on the network); the offline model is "
+             "CPU-bound and works in batches on one local worker whatever this says. 0 = only "
+             "supervise (with --dsn, remote `foreperson worker foreperson.tickets.job` processes "
+             "do the work).")] = 8,
+    db: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help=DB_HELP + " Created when missing; re-run with the same --db to continue after "
+             "a crash. Default: INPUT's name, a hash of its full path and .tasks.db, in the "
+             "current folder.")] = None,
     dsn: Annotated[Optional[str], typer.Option(help=DSN_HELP)] = None,  # noqa: UP045
-    schema: Annotated[Optional[str], typer.Option(help="PostgreSQL schema for this job's tasks (default: $FOREPERSON_PG_SCHEMA or foreperson); one per input, like --db. Remote workers need the same FOREPERSON_PG_SCHEMA.")] = None,  # noqa: UP045
-    out: Annotated[Optional[Path], typer.Option(help="Results, one JSON line per ticket. Default: INPUT's name, a hash of its full path and .results.jsonl, in the current folder.")] = None,  # noqa: UP045
+    schema: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="PostgreSQL schema for this job's tasks (default: $FOREPERSON_PG_SCHEMA or "
+             "foreperson); one per input, like --db. Remote workers need the same "
+             "FOREPERSON_PG_SCHEMA.")] = None,
+    out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="Results, one JSON line per ticket. Default: INPUT's name, a hash of its full path "
+             "and .results.jsonl, in the current folder.")] = None,
     examples: Annotated[Optional[Path], typer.Option(help=EXAMPLES_HELP)] = None,  # noqa: UP045
-    examples_text_column: Annotated[Optional[str], typer.Option(help="Text column of --examples (default: text / body / message / description / content, with subject prepended when present).")] = None,  # noqa: UP045
-    examples_label_column: Annotated[Optional[str], typer.Option(help="Label (category) column of --examples (default: label / category / queue / type / class).")] = None,  # noqa: UP045
-    id_column: Annotated[Optional[str], typer.Option(help="Ticket id column (default: id / ticket_id; else the row number).")] = None,  # noqa: UP045
-    subject_column: Annotated[Optional[str], typer.Option(help="Subject column (default: subject / title).")] = None,  # noqa: UP045
-    body_column: Annotated[Optional[str], typer.Option(help="Body column (default: body / text / description / message).")] = None,  # noqa: UP045
-    target_precision: Annotated[float, typer.Option(min=0.5, max=1.0, help="Share of tickets NOT flagged for a human that should be classified right; the confidence threshold is fitted on held-out examples to reach it.")] = 0.9,
-    min_confidence: Annotated[Optional[float], typer.Option(min=0.0, max=1.0, help="A fixed confidence threshold (0-1) instead of the fitted one (0.5 with --model).")] = None,  # noqa: UP045
-    max_attempts: Annotated[int, typer.Option(min=1, max=100, help="Attempts per task before it is parked DEAD.")] = 3,
-    stale_after: Annotated[float, typer.Option(min=0.1, max=7 * 86400.0, help="Seconds without a heartbeat before a task is reclaimed (3-5x the slowest task).")] = 90.0,
-    model: Annotated[Optional[str], typer.Option(help="Use a language model instead of the offline classifier, e.g. gpt-4o-mini, claude-opus-4-7, openai:NAME (key from OPENAI_API_KEY / ANTHROPIC_API_KEY).")] = None,  # noqa: UP045
-    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible server for --model (vLLM, llama.cpp, Ollama).")] = None,  # noqa: UP045
-    evaluate: Annotated[bool, typer.Option("--evaluate", help="Do not run the job: hold out half of --examples, train on the rest and print accuracy, macro-F1, a per-label table, the fitted threshold and the precision of unflagged tickets, against baselines.")] = False,
-    progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Live progress display (default: on a terminal).")] = None,  # noqa: UP045
-    metrics_port: Annotated[Optional[int], typer.Option(min=0, max=65535, help=METRICS_PORT_HELP)] = None,  # noqa: UP045
+    examples_text_column: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Text column of --examples (default: text / body / message / description / content, "
+             "with subject prepended when present).")] = None,
+    examples_label_column: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Label (category) column of --examples (default: label / category / queue / type / "
+             "class).")] = None,
+    id_column: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Ticket id column (default: id / ticket_id; else the row number).")] = None,
+    subject_column: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Subject column (default: subject / title).")] = None,
+    body_column: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Body column (default: body / text / description / message).")] = None,
+    target_precision: Annotated[float, typer.Option(
+        min=0.5, max=1.0,
+        help="Share of tickets NOT flagged for a human that should be classified right; the "
+             "confidence threshold is fitted on held-out examples to reach it.")] = 0.9,
+    min_confidence: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        min=0.0, max=1.0,
+        help="A fixed confidence threshold (0-1) instead of the fitted one (0.5 with "
+             "--model).")] = None,
+    max_attempts: Annotated[int, typer.Option(
+        min=1, max=100,
+        help="Attempts per task before it is parked DEAD.")] = 3,
+    stale_after: Annotated[float, typer.Option(
+        min=0.1, max=7 * 86400.0,
+        help="Seconds without a heartbeat before a task is reclaimed (3-5x the slowest "
+             "task).")] = 90.0,
+    model: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Use a language model instead of the offline classifier, e.g. gpt-4o-mini, claude-"
+             "opus-4-7, openai:NAME (key from OPENAI_API_KEY / ANTHROPIC_API_KEY).")] = None,
+    base_url: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="OpenAI-compatible server for --model (vLLM, llama.cpp, Ollama).")] = None,
+    evaluate: Annotated[bool, typer.Option(
+        "--evaluate",
+        help="Do not run the job: hold out half of --examples, train on the rest and print "
+             "accuracy, macro-F1, a per-label table, the fitted threshold and the precision of "
+             "unflagged tickets, against baselines.")] = False,
+    progress: Annotated[Optional[bool], typer.Option(  # noqa: UP045
+        "--progress/--no-progress",
+        help="Live progress display (default: on a terminal).")] = None,
+    metrics_port: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        min=0, max=65535, help=METRICS_PORT_HELP)] = None,
     metrics_host: Annotated[str, typer.Option(help=METRICS_HOST_HELP)] = "127.0.0.1",
-    prune_older_than: Annotated[Optional[str], typer.Option(help="First delete the task databases of earlier runs (each input has its own: `*.tasks.db` in this run's folder, or with --dsn its schema) whose every task finished longer ago than this, e.g. `30d`; their results files stay.")] = None,  # noqa: UP045
+    prune_older_than: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="First delete the task databases of earlier runs (each input has its own: "
+             "`*.tasks.db` in this run's folder, or with --dsn its schema) whose every task "
+             "finished longer ago than this, e.g. `30d`; their results files stay.")] = None,
 ) -> None:
     """Classify every ticket, draft a reply and flag what needs a human.
 
@@ -405,9 +451,9 @@ def _threshold_lines(report: JobReport, job: TicketJob, bundled: bool) -> list[s
         lower = job.model.reachable_target() if not bundled else None
         if lower is not None:
             lines.append(f"--target-precision {lower.target_precision:g} would let about "
-                         f"{lower.coverage:.0%} of tickets through unflagged ({lower.precision:.0%} "
-                         "of those right in cross-validation); more labelled examples "
-                         "raise both")
+                         f"{lower.coverage:.0%} of tickets through unflagged "
+                         f"({lower.precision:.0%} of those right in cross-validation); "
+                         "more labelled examples raise both")
     far = report.reasons.get("no similar answered example", 0)
     if not bundled and done and far >= 0.3 * done and far == max(report.reasons.values()):
         lines.append(f"{_share(far, done)} of the tickets had no similar answered example, the "

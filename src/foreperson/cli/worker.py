@@ -16,8 +16,9 @@ a long one is given back for another process.
 
 Every process also sweeps: a task whose lease expired (``--stale-after`` seconds
 without a heartbeat, or the task's own ``stale_after``; judged by the database's clock)
-goes back to PENDING, or DEAD once its attempts are used up; tasks whose dependency is DEAD are parked. So a killed
-worker (even ``kill -9``) strands nothing, with no separate sweeper to run.
+goes back to PENDING, or DEAD once its attempts are used up; tasks whose dependency is
+DEAD are parked. So a killed worker (even ``kill -9``) strands nothing, with no separate
+sweeper to run.
 
 Retention: with ``--retain 30d`` (and ``--keep-dead 90d``) the process also prunes old
 finished work every hour, a few seconds at a time (as ``foreperson db prune``); one
@@ -80,7 +81,8 @@ def worker(
     keep_dead: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="With --retain: keep DEAD tasks this long instead (`90d`).")] = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
-    metrics_port: Annotated[Optional[int], typer.Option(min=0, max=65535, help=METRICS_PORT_HELP)] = None,  # noqa: UP045
+    metrics_port: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        min=0, max=65535, help=METRICS_PORT_HELP)] = None,
     metrics_host: Annotated[str, typer.Option(help=METRICS_HOST_HELP)] = "127.0.0.1",
 ) -> None:
     """Run an App's task functions as one worker process (start one per core, on any

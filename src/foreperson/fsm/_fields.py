@@ -211,7 +211,7 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
-def _coerce(kind: str, value: Any, spec: FieldSpec) -> Any:
+def _coerce(kind: str, value: Any, spec: FieldSpec) -> Any:  # noqa: C901 - one branch per field type of a state machine's context
     what = spec.name if kind == spec.type else f"an item of {spec.name}"
     if kind == "enum":
         if isinstance(value, str):

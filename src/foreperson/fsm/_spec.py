@@ -442,7 +442,7 @@ class _Checker:
         return f"{type_name(value)} {value!r}"
 
     # the document
-    def run(self) -> MachineSpec | None:
+    def run(self) -> MachineSpec | None:  # noqa: C901 - the checks of one spec section, each a problem with its own place
         root = self.doc.data
         if not isinstance(root, dict) or "fsm" not in root:
             self.problem((), "a machine file is a mapping with one key, `fsm:`, holding "
@@ -506,7 +506,7 @@ class _Checker:
             digest=hashlib.sha256(canonical.encode()).hexdigest(),
         )
 
-    def _fields(self, raw: Any) -> None:
+    def _fields(self, raw: Any) -> None:  # noqa: C901 - one check per way a context field is declared wrong
         base: Path = ("fsm", "context")
         if raw is None:
             return
@@ -583,7 +583,7 @@ class _Checker:
                                           model.instructions)
 
     # a state
-    def _state(self, name: str, model: _StateModel) -> StateSpec | None:
+    def _state(self, name: str, model: _StateModel) -> StateSpec | None:  # noqa: C901 - one check per way a state is declared wrong
         path: Path = ("fsm", "states", name)
         before = len(self.problems)
         template, mistakes = Template.parse(model.description)
@@ -653,7 +653,7 @@ class _Checker:
                          tuple(edges), model.terminal,
                          None if reads is None else frozenset(reads))
 
-    def _requires(self, state: str, model: _StateModel, path: Path) -> list[Requirement]:
+    def _requires(self, state: str, model: _StateModel, path: Path) -> list[Requirement]:  # noqa: C901 - one check per way a requirement is declared wrong
         out: list[Requirement] = []
         seen: set[str] = set()
         for i, raw in enumerate(model.requires):
@@ -792,7 +792,7 @@ class _Checker:
                     out.append(action)
         return out
 
-    def _action(self, kind: Literal["append", "assign"], field: str, value: Any,
+    def _action(self, kind: Literal["append", "assign"], field: str, value: Any,  # noqa: C901 - one check per kind of action
                 path: Path) -> Action | None:
         if field not in self.field_names:
             self.problem(path, f"{kind} to {field!r}, which is not a context field"

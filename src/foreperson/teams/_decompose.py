@@ -73,7 +73,7 @@ def _plan_items(text: str | None, output: Any) -> list[Any]:
     return data
 
 
-def validate_plan(items: list[Any], allowed_kinds: Collection[str], *, min_tasks: int = 3,
+def validate_plan(items: list[Any], allowed_kinds: Collection[str], *, min_tasks: int = 3,  # noqa: C901 - one check per way a decomposed plan is wrong
                   max_tasks: int = 8, run_id: str | None = None) -> list[Task]:
     """Turn a plan (a list of ``{"kind", "payload", "depends_on"}``) into tasks, or
     refuse it.

@@ -503,7 +503,7 @@ class TeamRun:
             return True
         return holder.startswith((f"run:{self.ctx.journal_run_id}@", "team:"))
 
-    async def _execute(
+    async def _execute(  # noqa: C901, PLR0915 - a delegation's own lifecycle: to become the work layer's hold
         self, worker: str, agent: Agent[Any], prompt: str, *, turn: int, index: int
     ) -> Delegation:
         ctx = self.ctx

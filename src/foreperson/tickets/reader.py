@@ -270,6 +270,37 @@ def _as_id(value: Any, *, path: str, line: int) -> str:
     return _as_text(value)
 
 
+def _ticket_columns(records: list[tuple[int, dict[str, Any]]], where: str,
+                    id_column: str | None, subject_column: str | None,
+                    body_column: str | None) -> tuple[str | None, str | None, str | None]:
+    """The id, subject and body columns of ``records`` (detected, or as overridden).
+
+    Raises:
+        InputError: no subject/body column, a body under a name we do not know, or an
+            override that names a missing column.
+    """
+    columns: list[str] = []
+    for _, record in records:
+        columns.extend(k for k in record if k not in columns)
+    id_col = find_column(columns, ID_NAMES, id_column, role="ticket id", path=where)
+    subject_col = find_column(columns, SUBJECT_NAMES, subject_column, role="subject", path=where)
+    body_col = find_column(columns, BODY_NAMES, body_column, role="body", path=where)
+    if records and subject_col is None and body_col is None:
+        raise InputError(
+            f"no subject or body column: found {columns}; name one with --subject-column "
+            "or --body-column", path=where)
+    if body_col is not None and body_col == subject_col:
+        subject_col = None                    # --body-column subject: the subjects alone
+    others = [c for c in columns if c not in (id_col, subject_col)]
+    if records and body_col is None and others:
+        # a body under another name (message_text, ...) would be left out without a word
+        raise InputError(
+            f"no body column (looked for {', '.join(BODY_NAMES)}); found {columns}: name it "
+            f"with --body-column, or pass --body-column {subject_col} to classify the "
+            "subjects alone", path=where)
+    return id_col, subject_col, body_col
+
+
 def read_tickets(path: str | Path, *, id_column: str | None = None,
                  subject_column: str | None = None,
                  body_column: str | None = None) -> TicketFile:
@@ -292,26 +323,9 @@ def read_tickets(path: str | Path, *, id_column: str | None = None,
     """
     path = Path(path)
     records = read_records(path)
-    columns: list[str] = []
-    for _, record in records:
-        columns.extend(k for k in record if k not in columns)
     where = str(path)
-    id_col = find_column(columns, ID_NAMES, id_column, role="ticket id", path=where)
-    subject_col = find_column(columns, SUBJECT_NAMES, subject_column, role="subject", path=where)
-    body_col = find_column(columns, BODY_NAMES, body_column, role="body", path=where)
-    if records and subject_col is None and body_col is None:
-        raise InputError(
-            f"no subject or body column: found {columns}; name one with --subject-column "
-            "or --body-column", path=where)
-    if body_col is not None and body_col == subject_col:
-        subject_col = None                    # --body-column subject: the subjects alone
-    others = [c for c in columns if c not in (id_col, subject_col)]
-    if records and body_col is None and others:
-        # a body under another name (message_text, ...) would be left out without a word
-        raise InputError(
-            f"no body column (looked for {', '.join(BODY_NAMES)}); found {columns}: name it "
-            f"with --body-column, or pass --body-column {subject_col} to classify the "
-            "subjects alone", path=where)
+    id_col, subject_col, body_col = _ticket_columns(records, where, id_column,
+                                                    subject_column, body_column)
     out = TicketFile([], columns={"id": id_col, "subject": subject_col, "body": body_col},
                      path=where)
     first_seen: dict[str, tuple[int, str, str]] = {}
