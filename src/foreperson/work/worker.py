@@ -32,10 +32,24 @@ from .task import Status, Task
 if TYPE_CHECKING:
     from .handles import TaskHandle
     from .store import TaskStore
-    from .supervisor import Supervisor
 
-__all__ = ["BatchContext", "TaskContext", "TaskRuntime", "Worker", "checked_result",
-           "current_batch", "current_task"]
+__all__ = ["BatchContext", "SettlesTasks", "TaskContext", "TaskRuntime", "Worker",
+           "checked_result", "current_batch", "current_task"]
+
+class SettlesTasks(Protocol):
+    """What seed 000's threaded wiring reports a finished attempt to (a
+    :class:`~foreperson.work.Supervisor`): its store, and where outcomes go."""
+
+    store: TaskStore
+
+    def on_complete(self, task: Task | str, result: Any) -> bool:
+        """Record a finished attempt; False when its lease was lost."""
+        ...
+
+    def on_fail(self, task: Task | str, error: BaseException | str) -> Status | None:
+        """Record a failed attempt; returns the task's new status."""
+        ...
+
 
 TaskFn = Callable[[Task], Any] | Callable[[Task], Awaitable[Any]]
 BatchFn = Callable[[list[Task]], Any] | Callable[[list[Task]], Awaitable[Any]]
@@ -304,7 +318,7 @@ class Worker:
 
     def __init__(self, name: str, can_do: Iterable[str] | None = None,
                  skill: Mapping[str, float] | None = None,
-                 supervisor: Supervisor | None = None, *, fn: TaskFn | None = None,
+                 supervisor: SettlesTasks | None = None, *, fn: TaskFn | None = None,
                  concurrency: int = 1, timeout_s: float | None = None,
                  batch_size: int | None = None) -> None:
         if not name:
