@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..tickets.reader import TicketFile
 
 from ..errors import ConfigurationError
+from ..work.leases import DEFAULT_LEASE_S
 from ..work.store import TaskStore
 from ._common import (
     DB_HELP,
@@ -171,7 +172,7 @@ def tickets(  # noqa: C901, PLR0915 - the command's options; a job entry point o
     stale_after: Annotated[float, typer.Option(
         min=0.1, max=7 * 86400.0,
         help="Seconds without a heartbeat before a task is reclaimed (3-5x the slowest "
-             "task).")] = 90.0,
+             "task).")] = DEFAULT_LEASE_S,
     model: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="Use a language model instead of the offline classifier, e.g. gpt-4o-mini, claude-"
              "opus-4-7, openai:NAME (key from OPENAI_API_KEY / ANTHROPIC_API_KEY).")] = None,

@@ -40,6 +40,7 @@ import anyio
 import typer
 
 from ..errors import ConfigurationError
+from ..work.leases import DEFAULT_LEASE_S
 from ._common import (
     DB_HELP,
     DSN_HELP,
@@ -72,7 +73,7 @@ def worker(
         help="Seconds in-flight tasks may take to finish after SIGTERM/SIGINT.")] = 30.0,
     stale_after: Annotated[float, typer.Option(
         min=0.1, max=7 * 86400.0, help="Seconds without a heartbeat before a task is reclaimed "
-                      "(3-5x the p99 task duration).")] = 90.0,
+                      "(3-5x the p99 task duration).")] = DEFAULT_LEASE_S,
     name: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="Worker name (default host:pid).")] = None,
     retain: Annotated[Optional[str], typer.Option(  # noqa: UP045

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import RunError, TaskFailed
 from ..work.app import App
+from ..work.leases import DEFAULT_LEASE_S
 from ..work.task import Task
 from ._summon import AgentSummoner, SummonResult, Summons
 
@@ -26,8 +27,10 @@ if TYPE_CHECKING:
 
 __all__ = ["SUMMONS_LEASE_S", "TaskSummoner", "app_for", "summons_app", "summons_kind"]
 
-SUMMONS_LEASE_S = 30.0
-"""Lease of a summons task, seconds: how soon a summons whose process died is run again."""
+SUMMONS_LEASE_S = DEFAULT_LEASE_S
+"""Lease of a summons task, seconds: the work layer's default lease
+(:data:`~foreperson.work.leases.DEFAULT_LEASE_S`); a summons whose process died on
+another machine is run again after it, one whose process on this machine died at once."""
 
 
 def summons_kind(machine: str, agent: str) -> str:
@@ -72,7 +75,7 @@ class TaskSummoner:
         machine: the machine's name.
         max_attempts: attempts per summons before it is DEAD (default 3; model errors
             are already retried inside each attempt by the model's retry wrapper).
-        lease_s: each summons task's lease, seconds (default 30).
+        lease_s: each summons task's lease, seconds (default 90).
     """
 
     def __init__(self, supervisor: Supervisor, machine: str, *, max_attempts: int = 3,

@@ -38,7 +38,8 @@ from ..errors import AccessDenied, ConfigurationError, RunBusy
 from ..journal import Journal, RunLedger, RunRecord, Step, compact_request
 from ..models import MESSAGES_ADAPTER, Message
 from ..work import MemoryStore, TaskStore
-from ._leases import RUN_LEASES, forget_owner, new_owner, owner_is_dead
+from ..work.leases import DEFAULT_LEASE_S
+from ._leases import drop_run, forget_owner, keep_run, new_owner, owner_is_dead
 from ._tree import render_run
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ class Runtime:
     Args:
         store: the store (tasks, journal and runs in one database).
         lease_s: seconds a run's owner holds it without renewing (renewed every third
-            of it; default 30).
+            of it; default 90, :data:`~foreperson.work.leases.DEFAULT_LEASE_S`).
         remote_workers: names of workers whose delegations are left to worker processes
             (True: every worker's; default none).
         close_store: close ``store`` with the runtime (default True).
@@ -136,7 +137,7 @@ class Runtime:
         ConfigurationError: the store keeps no runs or journal, or a bad ``lease_s``.
     """
 
-    def __init__(self, store: TaskStore, *, lease_s: float = 30.0,
+    def __init__(self, store: TaskStore, *, lease_s: float = DEFAULT_LEASE_S,
                  remote_workers: Collection[str] | bool = (),
                  close_store: bool = True) -> None:
         if not (isinstance(store, Journal) and isinstance(store, RunLedger)):
@@ -231,7 +232,7 @@ class Runtime:
         assert isinstance(steps, JournaledSteps)
         if fresh:
             steps.prime(run_id)         # nothing is recorded: no need to read the journal
-        RUN_LEASES.hold(self._ledger, run_id, owner, self.lease_s)
+        keep_run(self._ledger, run_id, owner, self.lease_s)
         try:
             yield session
         except BaseException as exc:
@@ -253,7 +254,7 @@ class Runtime:
                 await self._end(run_id, owner, status, result=_summary(result),
                                 stop_reason=result.stop_reason)
         finally:
-            RUN_LEASES.release(self._ledger, run_id, owner)
+            drop_run(self._ledger, run_id, owner)
             forget_owner(owner)
 
     async def _end(self, run_id: str, owner: str, status: str, **how: Any) -> None:
@@ -500,7 +501,7 @@ class InMemoryRuntime(Runtime):
         remote_workers: as :class:`Runtime`.
     """
 
-    def __init__(self, store: MemoryStore | None = None, *, lease_s: float = 30.0,
+    def __init__(self, store: MemoryStore | None = None, *, lease_s: float = DEFAULT_LEASE_S,
                  remote_workers: Collection[str] | bool = ()) -> None:
         super().__init__(store if store is not None else MemoryStore(), lease_s=lease_s,
                          remote_workers=remote_workers)
@@ -526,7 +527,7 @@ class SqliteRuntime(Runtime):
         StoreError: the file cannot be opened, or has a newer schema.
     """
 
-    def __init__(self, path: str, *, synchronous: str = "FULL", lease_s: float = 30.0,
+    def __init__(self, path: str, *, synchronous: str = "FULL", lease_s: float = DEFAULT_LEASE_S,
                  remote_workers: Collection[str] | bool = ()) -> None:
         from ..work import SqliteStore
 
@@ -554,7 +555,7 @@ class PostgresRuntime(Runtime):
     """
 
     def __init__(self, dsn: str, *, schema: str | None = None, pool_size: int = 8,
-                 lease_s: float = 30.0,
+                 lease_s: float = DEFAULT_LEASE_S,
                  remote_workers: Collection[str] | bool = ()) -> None:
         from ..work.stores.postgres import PostgresStore
 

@@ -21,6 +21,7 @@ from ..agents import Agent, AgentEvent, RunContext
 from ..errors import ConfigurationError
 from ..models import Message, ModelResponse, SystemMessage, UserMessage
 from ..work import MemoryStore, TaskStore
+from ..work.leases import DEFAULT_LEASE_S
 from ._events import CapReachedEvent, LoopDetectedEvent
 from ._records import FINISH, Delegation, RouteDecision, RouteRecord
 from ._run import (
@@ -164,7 +165,7 @@ class Router(TeamStore):
         max_attempts: int = 1,
         retry_backoff_s: float = 2.0,
         worker_timeout_s: float | None = None,
-        lease_s: float = 90.0,
+        lease_s: float = DEFAULT_LEASE_S,
         recursion_limit: int = 25,
     ) -> None:
         if not isinstance(workers, Mapping) or not workers:

@@ -38,7 +38,6 @@ from functools import partial
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import anyio
-import anyio.to_thread
 from pydantic import BaseModel
 
 from ..agents import (
@@ -54,15 +53,12 @@ from ..agents import (
 from ..errors import AccessDenied, ConfigurationError, RecursionLimitExceeded, first_error
 from ..journal import Journal, JournalDivergence, UnknownStepVersion
 from ..models import Message, ModelResponse, SystemMessage, Usage, UserMessage
-from ..retry import backoff_seconds, is_retryable, retry_after_seconds
 from ..work import MemoryStore, Status, Task, TaskStore
-from ..work.handles import Waiters
+from ..work.hold import Failed, Hold, await_elsewhere, store_call
 from ._events import DelegationFinishedEvent, DelegationStartedEvent, RouteDecisionEvent
-from ._leases import LEASES
 from ._records import DELEGATION_CODEC, Delegation, RouteRecord, TeamResult
 
-__all__ = ["DelegationHost", "TeamArchitecture", "TeamRun", "io", "resolve_worker",
-           "work_prompt"]
+__all__ = ["DelegationHost", "TeamArchitecture", "TeamRun", "resolve_worker", "work_prompt"]
 
 T = TypeVar("T")
 
@@ -246,85 +242,6 @@ def _as_json(output: Any) -> Any:
     return output
 
 
-async def io(store: TaskStore, call: Callable[[], T]) -> T:
-    """A store call, shielded from cancellation (a status write that started finishes);
-    in a thread, except for the in-memory store (a dict under a lock)."""
-    if isinstance(store, MemoryStore):
-        return call()       # nothing to await, so nothing can cancel it halfway
-    with anyio.CancelScope(shield=True):
-        result = await anyio.to_thread.run_sync(call)
-    return result
-
-
-def _add_and_start(store: TaskStore, task: Task, holder: str, lease_s: float) -> Task | None:
-    with store.batch():
-        store.add([task])
-        claimed = store.assign([(task.id, holder)], start=True, lease_s=lease_s)
-    return claimed[0] if claimed else None
-
-
-def _start_delegation(store: TaskStore, task: Task, holder: str, lease_s: float,
-                      takes_over: Callable[[str | None], bool]) -> tuple[str, Task]:
-    """Claim a delegation's task, which an earlier incarnation of the run may have left:
-    ``("claimed", task)`` (new, pending, taken over from a dead incarnation, or revived
-    from DEAD), ``("completed", task)`` (it finished: its worker replays its journal),
-    ``("later", task)`` (FAILED, backing off until ``not_before``) or
-    ``("elsewhere", task)`` (a worker process holds it, or it cannot be claimed now).
-    One transaction."""
-    with store.batch():
-        store.add([task])       # skipped when stored with the same work
-        claimed = store.assign([(task.id, holder)], start=True, lease_s=lease_s)
-        if claimed:
-            return "claimed", claimed[0]
-        stored = store.get(task.id)
-        assert stored is not None
-        if stored.status is Status.COMPLETED:
-            return "completed", stored
-        if stored.status.active:
-            if not takes_over(stored.assigned_to):
-                return "elsewhere", stored
-            store.release(stored.id, stored.lease_token or "")
-        elif stored.status is Status.DEAD:
-            store.retry_dead([stored.id])
-        elif stored.status is Status.FAILED:
-            return "later", stored      # an earlier incarnation's retry, backing off
-        claimed = store.assign([(task.id, holder)], start=True, lease_s=lease_s)
-        if claimed:
-            return "claimed", claimed[0]
-        again = store.get(task.id)
-        assert again is not None
-        return "elsewhere", again
-
-
-def _complete_later(store: TaskStore, task_id: str, token: str, output: Any) -> None:
-    """A delegation task's completion, written in the journal's order."""
-    if not store.complete(task_id, token, output):
-        log.warning("delegation task %s: its lease was lost before its completion was "
-                    "written (reclaimed by another process); the record was not updated",
-                    task_id)
-
-
-def _submit(store: TaskStore, task: Task) -> None:
-    """Submit a delegation for worker processes; on a re-execution the task is there
-    already (kept), or DEAD (revived: the step is running again)."""
-    with store.batch():
-        if not store.add([task]):
-            stored = store.get(task.id)
-            if stored is not None and stored.status is Status.DEAD:
-                store.retry_dead([task.id])
-
-
-class _Lease:
-    """The current lease token of a delegation's task (None until it is claimed)."""
-
-    token: str | None = None
-
-
-def _store_now(store: TaskStore) -> float:
-    clock = getattr(store, "clock", None)
-    return clock.now() if clock is not None else time.time()
-
-
 class TeamRun:
     """The state of one team run: counters, route log, delegations, store.
 
@@ -489,7 +406,7 @@ class TeamRun:
         """Whether the first claim may run beside the worker's start: only where the
         task cannot exist yet (a fresh durable run, or an unjournaled run), and the
         store is behind a thread hop."""
-        if isinstance(self.store, MemoryStore):
+        if not getattr(self.store, "blocking", True):
             return False
         if self.host is not None:
             return self.host.fresh
@@ -503,14 +420,15 @@ class TeamRun:
             return True
         return holder.startswith((f"run:{self.ctx.journal_run_id}@", "team:"))
 
-    async def _execute(  # noqa: C901, PLR0915 - a delegation's own lifecycle: to become the work layer's hold
+    async def _execute(
         self, worker: str, agent: Agent[Any], prompt: str, *, turn: int, index: int
     ) -> Delegation:
+        """The delegation's work: its task held (:class:`~foreperson.work.hold.Hold`)
+        while the worker runs, under the work layer's retry rules; the events, the
+        audit entry and the :class:`Delegation` are the team's."""
         ctx = self.ctx
         settings = self.settings
-        store = self.store
         key = ctx.position()
-        holder = self.holder
         # the payload says all a worker process needs to run the worker (the same whether
         # it runs here or there, so the task may be claimed by either after a crash)
         task = Task(worker, {"instructions": prompt, "team": self.team, "delegation": key,
@@ -523,92 +441,34 @@ class TeamRun:
         self.task_by_path[key] = task.id
         if self.host is not None and self.host.runs_remotely(worker):
             return await self._elsewhere(worker, agent, prompt, task, turn=turn, index=index)
-        lease = _Lease()
+        held: Hold[RunResult[Any]] = Hold(
+            self.store, task, holder=self.holder, lease_s=settings.lease_s,
+            backoff_base_s=settings.retry_backoff_s, takes_over=self._takes_over)
         overlap = self._overlaps_claim()
-        if not overlap:         # the task may exist: an earlier incarnation's, take it over
-            start = await self._start(task)
-            if start is None:
-                return await self._elsewhere(worker, agent, prompt, task, turn=turn,
-                                             index=index)
-            if start.lease_token is not None:
-                lease.token = start.lease_token
-                LEASES.hold(store, task.id, lease.token, settings.lease_s)
-
-        async def claim() -> None:
-            claimed = await io(store, partial(_add_and_start, store, task, holder,
-                                              settings.lease_s))
-            if claimed is None or claimed.lease_token is None:
-                raise ConfigurationError(
-                    f"team {self.team!r}: the store did not let the delegation task "
-                    f"{task.id} be claimed right after adding it; give the team a store of "
-                    "its own")
-            lease.token = claimed.lease_token
-            LEASES.hold(store, task.id, lease.token, settings.lease_s)
-
+        # the task may exist (an earlier incarnation's): take it over before the work
+        if not overlap and not await held.claim():
+            return await self._elsewhere(worker, agent, prompt, task, turn=turn, index=index)
         began = time.perf_counter()
-        attempt = 0
         spent: list[Usage] = []      # what attempts that ended without a result used
-        while True:
-            attempt += 1
+
+        async def attempt(number: int, beside: Callable[[], Coroutine[Any, Any, None]] | None
+                          ) -> RunResult[Any]:
             await self.publish(DelegationStartedEvent, worker=worker, delegation_id=key,
-                               task_id=task.id, instructions=prompt, attempt=attempt)
-            result: RunResult[Any] | None = None
-            failure: BaseException | None = None
-            try:
-                beside: Callable[[], Coroutine[Any, Any, None]] | None = None
-                if attempt == 1 and overlap:
-                    beside = claim      # a thread hop and a commit: overlap the worker's start
-                result = await self._run_worker(agent, prompt, beside, spent)
-            except _PROPAGATE as exc:
-                if lease.token is not None:
-                    why = f"{type(exc).__name__}: {exc}"
-                    await io(store, partial(store.fail, task.id, lease.token, why,
-                                            retry_at=None))
-                raise
-            except (RunParked, anyio.get_cancelled_exc_class()):
-                # the run waits for a human, or is being cancelled: give the task back (its
-                # attempt not counted); the resumed run claims it again
-                if lease.token is not None:
-                    await io(store, partial(store.release, task.id, lease.token))
-                raise
-            except Exception as exc:  # noqa: BLE001 - the supervisor reads it as a failure
-                failure = exc
-            finally:
-                LEASES.release(store, task.id)      # a lost lease shows when it settles
-            token = lease.token
-            if result is not None:
-                delegation = await self._settle(worker, prompt, key, task.id, token, result,
-                                                attempt, began, turn, index)
-                if spent:
-                    delegation = replace(delegation, usage=sum(spent, delegation.usage))
-                break
-            if token is None:       # the task was COMPLETED before: its worker's replay failed
-                assert failure is not None
-                raise failure
-            assert failure is not None
-            text = f"{type(failure).__name__}: {failure}"
-            if is_retryable(failure) and attempt < settings.max_attempts:
-                wait = retry_after_seconds(failure)
-                if wait is None:
-                    wait = backoff_seconds(attempt, settings.retry_backoff_s,
-                                           max(60.0, settings.retry_backoff_s))
-                retry_at = _store_now(store) + wait
-                await io(store, partial(store.fail, task.id, token, text, retry_at=retry_at))
-                await anyio.sleep(wait)
-                again = await io(store, partial(store.assign, [(task.id, holder)], start=True,
-                                                lease_s=settings.lease_s))
-                if again and again[0].lease_token is not None:
-                    lease.token = again[0].lease_token
-                    LEASES.hold(store, task.id, lease.token, settings.lease_s)
-                    continue
-                text += "; its retry could not be claimed (another process holds the task)"
-            else:
-                await io(store, partial(store.fail, task.id, token, text, retry_at=None))
+                               task_id=task.id, instructions=prompt, attempt=number)
+            return await self._run_worker(agent, prompt, beside, spent)
+
+        outcome = await held.run(attempt, propagate=_PROPAGATE, release_on=(RunParked,),
+                                 first_claims=overlap)
+        if isinstance(outcome, Failed):
             delegation = Delegation(
-                worker, prompt, key, task.id, completed=False, error=text, attempts=attempt,
-                usage=sum(spent, Usage()), duration_s=round(time.perf_counter() - began, 6),
-                turn=turn, index=index)
-            break
+                worker, prompt, key, task.id, completed=False, error=outcome.error,
+                attempts=outcome.attempts, usage=sum(spent, Usage()),
+                duration_s=round(time.perf_counter() - began, 6), turn=turn, index=index)
+        else:
+            delegation = await self._settle(held, worker, prompt, key, outcome, began,
+                                            turn, index)
+            if spent:
+                delegation = replace(delegation, usage=sum(spent, delegation.usage))
         ctx.audit("delegation", worker=worker, task_id=task.id, completed=delegation.completed,
                   stop_reason=delegation.stop_reason, error=delegation.error,
                   duration_s=delegation.duration_s)
@@ -670,69 +530,39 @@ class TeamRun:
         return result
 
     async def _settle(
-        self, worker: str, prompt: str, key: str, task_id: str, token: str | None,
-        result: RunResult[Any], attempt: int, began: float, turn: int, index: int,
+        self, held: Hold[RunResult[Any]], worker: str, prompt: str, key: str,
+        result: RunResult[Any], began: float, turn: int, index: int,
     ) -> Delegation:
-        store = self.store
+        """The task of a worker run that returned, settled: completed with its output,
+        or, when the worker stopped on one of its limits, DEAD (a stop would repeat).
+        A task found COMPLETED before a crash (``held.finished``) is left as it is."""
         completed = result.completed
-        error: str | None = None
-        if token is None:       # its task was COMPLETED before a crash: leave it as it is
-            output = _as_json(result.output) if completed else None
-            if not completed:
-                error = f"stopped: {result.stop_reason}" + (
-                    f" ({result.detail})" if result.detail else "")
-            return Delegation(
-                worker, prompt, key, task_id, completed=completed, output=output,
-                text=result.text, stop_reason=result.stop_reason, error=error,
-                worker_run_id=result.run_id, attempts=attempt, usage=result.usage,
-                duration_s=round(time.perf_counter() - began, 6),
-                messages=appended_messages(result, prompt), turn=turn, index=index)
+        output = _as_json(result.output) if completed else None
+        error = None if completed else f"stopped: {result.stop_reason}" + (
+            f" ({result.detail})" if result.detail else "")
         defer = getattr(self.ctx.steps, "defer", None)
-        if completed and self.host is not None and callable(defer) and defer(
-                partial(_complete_later, store, task_id, token, _as_json(result.output))):
+        if held.finished:
+            stored = True
+        elif completed and self.host is not None and callable(defer) and defer(
+                held.complete_later(output)):
             # in the journal's write order (a durable run owns its tasks, so the lease
             # cannot be lost meanwhile): off the run's critical path
-            output = _as_json(result.output)
             stored = True
         elif completed:
-            output = _as_json(result.output)
-            stored = await io(store, lambda: store.complete(task_id, token, output))
+            stored = await held.complete(output)
         else:
-            output = None
-            stopped = f"stopped: {result.stop_reason}" + (
-                f" ({result.detail})" if result.detail else "")
-            error = stopped
-            status = await io(store, lambda: store.fail(task_id, token, stopped, retry_at=None))
-            stored = status is Status.DEAD
+            assert error is not None
+            stored = await held.give_up(error)
         if not stored:
             error = (error + "; " if error else "") + (
                 "its task's lease was lost (reclaimed by another process), the record "
                 "was not updated")
         return Delegation(
-            worker, prompt, key, task_id, completed=completed, output=output,
+            worker, prompt, key, held.task.id, completed=completed, output=output,
             text=result.text, stop_reason=result.stop_reason, error=error,
-            worker_run_id=result.run_id, attempts=attempt, usage=result.usage,
+            worker_run_id=result.run_id, attempts=held.attempts, usage=result.usage,
             duration_s=round(time.perf_counter() - began, 6),
             messages=appended_messages(result, prompt), turn=turn, index=index)
-
-    async def _start(self, task: Task) -> Task | None:
-        """The delegation's task claimed here (its lease token set), or COMPLETED before
-        a crash (no token: the worker replays its journal and the task is left as it
-        is), or None when a worker process holds it. A retry's backoff an earlier
-        incarnation left is waited out."""
-        store = self.store
-        while True:
-            start, stored = await io(store, partial(
-                _start_delegation, store, task, self.holder, self.settings.lease_s,
-                self._takes_over))
-            if start == "claimed":
-                return stored
-            if start == "completed":
-                return replace(stored, lease_token=None)
-            if start == "later" and stored.not_before is not None:
-                await anyio.sleep(max(0.0, stored.not_before.timestamp() - _store_now(store)))
-                continue
-            return None
 
     async def _elsewhere(self, worker: str, agent: Agent[Any], prompt: str, task: Task, *,
                          turn: int, index: int) -> Delegation:
@@ -751,11 +581,9 @@ class TeamRun:
         flush = getattr(ctx.steps, "flush", None)
         if flush is not None:       # output commit: the decision is on disk before others act
             await flush()
-        await io(store, partial(_submit, store, task))
-        waiters = Waiters(store)
         timeout = settings.worker_timeout_s
         try:
-            done = await waiters.wait(waiters.watch(task.id), timeout)
+            done = await await_elsewhere(store, task, timeout)
         except TimeoutError:
             delegation = Delegation(
                 worker, prompt, key, task.id, completed=False,
@@ -802,7 +630,7 @@ class TeamRun:
         store = self.store
         if not isinstance(store, Journal):
             return []
-        steps = await io(store, partial(store.list_steps, self.ctx.journal_run_id))
+        steps = await store_call(store, partial(store.list_steps, self.ctx.journal_run_id))
         decided = {s.key for s in steps if s.kind == "approval"}
         return [PendingApproval(**s.result) for s in steps
                 if s.kind == "approval_request" and s.key.startswith(key + "/")

@@ -15,6 +15,7 @@ import anyio
 from ..agents import Agent, AgentEvent, RunContext
 from ..errors import ConfigurationError, first_error
 from ..work import MemoryStore, TaskStore
+from ..work.leases import DEFAULT_LEASE_S
 from ._records import Delegation
 from ._run import (
     TeamRun,
@@ -93,7 +94,7 @@ class Pipeline(_FixedShape):
 
     def __init__(self, stages: Sequence[Agent[Any]], *, store: TaskStore | None = None,
                  max_attempts: int = 1, retry_backoff_s: float = 2.0,
-                 worker_timeout_s: float | None = None, lease_s: float = 90.0) -> None:
+                 worker_timeout_s: float | None = None, lease_s: float = DEFAULT_LEASE_S) -> None:
         roster = _roster("pipeline", stages)
         super().__init__(store=store, max_attempts=max_attempts,
                          retry_backoff_s=retry_backoff_s, worker_timeout_s=worker_timeout_s,
@@ -156,7 +157,7 @@ class Parallel(_FixedShape):
     def __init__(self, branches: Sequence[Agent[Any]], *, merge: Agent[Any] | None = None,
                  store: TaskStore | None = None, max_attempts: int = 1,
                  retry_backoff_s: float = 2.0, worker_timeout_s: float | None = None,
-                 lease_s: float = 90.0) -> None:
+                 lease_s: float = DEFAULT_LEASE_S) -> None:
         roster = _roster("parallel", list(branches) + ([merge] if merge is not None else []))
         super().__init__(store=store, max_attempts=max_attempts,
                          retry_backoff_s=retry_backoff_s, worker_timeout_s=worker_timeout_s,

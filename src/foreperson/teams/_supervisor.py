@@ -27,6 +27,8 @@ from ..agents import Agent, AgentEvent, RunContext, Tool
 from ..errors import ConfigurationError
 from ..models import Message, ModelResponse, SystemMessage, ToolCall, ToolReturn, UserMessage
 from ..work import MemoryStore, TaskStore
+from ..work.hold import store_call
+from ..work.leases import DEFAULT_LEASE_S
 from ._events import CapReachedEvent, LoopDetectedEvent, WorkerSpawnedEvent
 from ._records import Delegation, RouteRecord
 from ._run import (
@@ -34,7 +36,6 @@ from ._run import (
     TeamStore,
     check_roster,
     failure_report,
-    io,
     is_running_above,
     resolve_worker,
     team_run_of,
@@ -250,7 +251,7 @@ class Supervisor(TeamStore):
         max_attempts: int = 1,
         retry_backoff_s: float = 2.0,
         worker_timeout_s: float | None = None,
-        lease_s: float = 90.0,
+        lease_s: float = DEFAULT_LEASE_S,
         recursion_limit: int = 25,
     ) -> None:
         if not isinstance(workers, Mapping):
@@ -700,7 +701,7 @@ class Supervisor(TeamStore):
         if latest is None:
             return _error(f"worker {name!r} has no output yet: delegate to it first")
         store = run.store
-        task = await io(store, lambda: store.get(latest.task_id))
+        task = await store_call(store, lambda: store.get(latest.task_id))
         if task is not None and task.result is not None:
             return task.result if isinstance(task.result, str) else json.dumps(task.result)
         return latest.answer or ""

@@ -40,6 +40,7 @@ import anyio.to_thread
 from ..errors import ConfigurationError, GiveUp, InputError, RunError
 from ..work.app import App
 from ..work.handles import TaskHandle
+from ..work.leases import DEFAULT_LEASE_S
 from ..work.store import TaskStore
 from ..work.supervisor import Supervisor
 from ..work.task import Status, Task
@@ -741,7 +742,7 @@ def local_workers(job: TicketJob, workers: int) -> int:
 
 async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, workers: int,
                   job: TicketJob | None = None, model: Any = None, max_attempts: int = 3,
-                  stale_after: float = 90.0, exclusive_db: str | None = None,
+                  stale_after: float = DEFAULT_LEASE_S, exclusive_db: str | None = None,
                   progress: Callable[[JobProgress], None] | None = None,
                   worker_factory: Callable[[str], Worker] | None = None,
                   notice: Callable[[str], None] | None = None,

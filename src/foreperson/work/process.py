@@ -34,6 +34,7 @@ import anyio.to_thread
 
 from ..errors import ConfigurationError, StoreError
 from .app import App
+from .leases import DEFAULT_LEASE_S
 from .retention import Retention
 from .store import TaskStore, TracksWorkers
 from .supervisor import Supervisor
@@ -161,7 +162,7 @@ def default_worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def process_supervisor(store: TaskStore, worker: Worker, *, stale_after_s: float = 90.0,
+def process_supervisor(store: TaskStore, worker: Worker, *, stale_after_s: float = DEFAULT_LEASE_S,
                        prefetch: int | None = None,
                        retention: Retention | None = None) -> Supervisor:
     """The supervisor one worker process runs around its worker.

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from ..errors import InvalidPlan
+from .leases import DEFAULT_LEASE_S
 from .metrics import TimelinePoint
 from .task import Status, Task
 
@@ -117,7 +118,7 @@ class TaskStore(Protocol):
         ...
 
     def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool | int = False,
-               lease_s: float = 90.0) -> list[Task]:
+               lease_s: float = DEFAULT_LEASE_S) -> list[Task]:
         """Claim specific tasks for specific workers: ``[(task_id, worker), …]``.
 
         Each task that is still ready becomes ASSIGNED with a new lease token, its
@@ -132,7 +133,7 @@ class TaskStore(Protocol):
         ...
 
     def claim(self, worker: str, kinds: Collection[str], limit: int, *,
-              start: bool | int = False, lease_s: float = 90.0) -> list[Task]:
+              start: bool | int = False, lease_s: float = DEFAULT_LEASE_S) -> list[Task]:
         """``ready`` + ``assign`` in one atomic step, for workers that pull; with ``start``
         a number N, the first N tasks claimed (queue order) start at once."""
         ...
@@ -287,7 +288,7 @@ class CompletesAndClaims(Protocol):
     def complete_and_claim(self, starts: Mapping[str, str],
                            items: Sequence[tuple[str, str, Any]], worker: str,
                            kinds: Collection[str], limit: int, *, start: int = 0,
-                           lease_s: float = 90.0) -> tuple[set[str], list[Task]]:
+                           lease_s: float = DEFAULT_LEASE_S) -> tuple[set[str], list[Task]]:
         """Returns ``(ids whose result was stored, tasks claimed)``."""
         ...
 

@@ -39,9 +39,11 @@ import anyio.to_thread
 from .. import telemetry
 from ..clock import Clock, SystemClock
 from ..errors import ConfigurationError, InvalidPlan, RateLimited, StoreError
-from ..retry import backoff_seconds, is_retryable, retry_after_seconds
+from ..retry import backoff_seconds
 from .dispatcher import Dispatcher
 from .handles import TaskHandle, Waiters, as_completed
+from .hold import BACKOFF_BASE_S, BACKOFF_CAP_S, error_text, retry_delay
+from .leases import DEFAULT_LEASE_S
 from .loop import Outcome, RunLoop, RunReport
 from .retention import Retention
 from .store import BacksOffResources, CompletesAndClaims, StoreStats, TaskStore
@@ -147,9 +149,10 @@ class Supervisor:
     """
 
     def __init__(self, store: TaskStore | None = None, *, strategy: str = "balanced",
-                 stale_after: float = 90.0, stale_after_by_kind: Mapping[str, float] | None = None,
-                 kinds: Iterable[str] = (), backoff_base_s: float = 2.0,
-                 backoff_cap_s: float = 60.0, heartbeat_every_s: float | None = None,
+                 stale_after: float = DEFAULT_LEASE_S,
+                 stale_after_by_kind: Mapping[str, float] | None = None,
+                 kinds: Iterable[str] = (), backoff_base_s: float = BACKOFF_BASE_S,
+                 backoff_cap_s: float = BACKOFF_CAP_S, heartbeat_every_s: float | None = None,
                  sweep_every_s: float | None = None, clock: Clock | None = None,
                  rng: random.Random | None = None, pull: bool = False, prefetch: int = 1,
                  prefetch_wait_s: float = 2.0, claim_batch: int | None = None,
@@ -572,19 +575,11 @@ class Supervisor:
     def _classify(self, error: BaseException | str, record: Task | None
                   ) -> tuple[str, float | None]:
         """The error's text and when to retry (None: do not)."""
-        if isinstance(error, BaseException):
-            text = f"{type(error).__name__}: {error}"
-            retryable, wait = is_retryable(error), retry_after_seconds(error)
-        else:
-            text, retryable, wait = str(error), True, None
         # the attempt that just failed counts, even if it was never marked started
-        attempts = max(record.attempts, 1) if record else 1
-        if not retryable or attempts >= (record.max_attempts if record else 1):
-            return text, None
-        if wait is None:
-            wait = backoff_seconds(attempts, self.backoff_base_s, self.backoff_cap_s,
-                                   rng=self.rng)
-        return text, self.clock.now() + wait
+        wait = retry_delay(error, record.attempts if record else 1,
+                           record.max_attempts if record else 1, base_s=self.backoff_base_s,
+                           cap_s=self.backoff_cap_s, rng=self.rng)
+        return error_text(error), None if wait is None else self.clock.now() + wait
 
     def _back_off(self, store: BacksOffResources, task_id: str, token: str,
                   signal: RateLimited) -> Status | None:

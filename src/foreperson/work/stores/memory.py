@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ...journal import RunRecord, Step, check_run_version, check_version
+from ..leases import DEFAULT_LEASE_S
 from ..metrics import (
     TimelinePoint,
     changes_of,
@@ -62,6 +63,10 @@ class MemoryStore(PrunesByPrimitives):
     Args:
         clock: source of time (a :class:`~foreperson.testing.ManualClock` in tests).
     """
+
+    blocking = False
+    """Its calls never wait on I/O: a caller on an event loop makes them directly
+    (:func:`~foreperson.work.hold.store_call`)."""
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         self.clock = clock or SystemClock()
@@ -243,7 +248,7 @@ class MemoryStore(PrunesByPrimitives):
             return out
 
     def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool | int = False,
-               lease_s: float = 90.0) -> list[Task]:
+               lease_s: float = DEFAULT_LEASE_S) -> list[Task]:
         """See :meth:`TaskStore.assign`."""
         starting = start if not isinstance(start, bool) else (len(pairs) if start else 0)
         with self._lock:
@@ -270,7 +275,7 @@ class MemoryStore(PrunesByPrimitives):
             return out
 
     def claim(self, worker: str, kinds: Collection[str], limit: int, *,
-              start: bool | int = False, lease_s: float = 90.0) -> list[Task]:
+              start: bool | int = False, lease_s: float = DEFAULT_LEASE_S) -> list[Task]:
         """See :meth:`TaskStore.claim`."""
         with self._lock:
             ready = self.ready(kinds, limit)

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import ConfigurationError, MissingDependency, StoreError
 from ...journal import RunRecord, Step, check_run_version, check_version
+from ..leases import DEFAULT_LEASE_S
 from ..metrics import (
     HISTORY_KEPT_S,
     HISTORY_WINDOW_S,
@@ -635,7 +636,7 @@ class PostgresStore(PostgresPruning):
             return [_row_to_task(r) for r in cur.fetchall()]
 
     def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool | int = False,
-               lease_s: float = 90.0) -> list[Task]:
+               lease_s: float = DEFAULT_LEASE_S) -> list[Task]:
         """See :meth:`TaskStore.assign`. One ``claim_tasks`` call per worker (two when
         some of its tasks start at once and some are prefetched)."""
         if not pairs:
@@ -656,7 +657,7 @@ class PostgresStore(PostgresPruning):
         return [claimed[task_id] for task_id, _ in pairs if task_id in claimed]
 
     def claim(self, worker: str, kinds: Collection[str], limit: int, *,
-              start: bool | int = False, lease_s: float = 90.0) -> list[Task]:
+              start: bool | int = False, lease_s: float = DEFAULT_LEASE_S) -> list[Task]:
         """See :meth:`TaskStore.claim`. One statement (``claim_tasks``): ready tasks of
         ``kinds`` in insertion order, ``FOR UPDATE SKIP LOCKED``, with their lock slots
         and rate tokens taken and fresh lease tokens."""
@@ -705,7 +706,7 @@ class PostgresStore(PostgresPruning):
     def complete_and_claim(self, starts: Mapping[str, str],
                            items: Sequence[tuple[str, str, Any]], worker: str,
                            kinds: Collection[str], limit: int, *, start: int = 0,
-                           lease_s: float = 90.0) -> tuple[set[str], list[Task]]:
+                           lease_s: float = DEFAULT_LEASE_S) -> tuple[set[str], list[Task]]:
         """A worker process's turn in one statement (one round trip, one commit): mark
         ``starts`` RUNNING, store ``items``' results (``[(task_id, token, result), …]``)
         and claim up to ``limit`` tasks of ``kinds`` for ``worker``, the first ``start``

@@ -21,6 +21,7 @@ from typing import Any
 
 from ...errors import ConfigurationError, StoreError
 from ...journal import RunRecord, Step, check_run_version, check_version
+from ..leases import DEFAULT_LEASE_S
 from ..metrics import (
     HISTORY_KEPT_S,
     HISTORY_WINDOW_S,
@@ -547,7 +548,7 @@ class SqliteStore(SqlitePruning):
         return task
 
     def assign(self, pairs: Sequence[tuple[str, str]], *, start: bool | int = False,
-               lease_s: float = 90.0) -> list[Task]:
+               lease_s: float = DEFAULT_LEASE_S) -> list[Task]:
         """See :meth:`TaskStore.assign`."""
         if not pairs:
             return []
@@ -591,7 +592,7 @@ class SqliteStore(SqlitePruning):
         return out
 
     def claim(self, worker: str, kinds: Collection[str], limit: int, *,
-              start: bool | int = False, lease_s: float = 90.0) -> list[Task]:
+              start: bool | int = False, lease_s: float = DEFAULT_LEASE_S) -> list[Task]:
         """See :meth:`TaskStore.claim`."""
         if limit <= 0:
             return []
