@@ -348,6 +348,8 @@ class RunBusy(RunError):
     Attributes:
         run_id: the run.
         owner: the process that owns it (``host:pid:nonce``).
+        expires_in_s: seconds until its lease lapses unless renewed, or None when not
+            known.
     """
 
     def __init__(self, run_id: str, owner: str, expires_in_s: float | None) -> None:
@@ -357,6 +359,7 @@ class RunBusy(RunError):
             "once that process is gone")
         self.run_id = run_id
         self.owner = owner
+        self.expires_in_s = expires_in_s
 
 
 class StoreError(ForepersonError):

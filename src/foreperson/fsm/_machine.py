@@ -48,6 +48,7 @@ from ..work.store import TaskStore
 from ..work.supervisor import Supervisor
 from ._cel import CONTEXT
 from ._fields import FieldSpec, context_block, is_set
+from ._ownership import RunOwner
 from ._spec import Action, Edge, MachineSpec, StateSpec, load_spec
 from ._summon import AgentSummoner, Summoner, SummonResult, Summons, usage_json
 from ._tasks import SUMMONS_LEASE_S, TaskSummoner, app_for
@@ -359,14 +360,18 @@ class Machine:
 
             def begin() -> bool:
                 """In one trip to a worker thread: False when the run id is taken."""
-                if store.list_steps(run_id):
+                if store.list_steps(run_id) or not owner.create(request):
                     return False
                 return bool(store.put_step(start).result.get("nonce") == nonce)  # first wins
 
+            owner = RunOwner(store, run_id, self.spec.name)
             if not await _call(begin):
                 raise ConfigurationError(f"run {run_id} already exists in this store: "
                                          "resume it with machine.resume(run_id, store=...), "
                                          "or start with another run_id")
+            run.enter(self.spec.initial_state)
+            async with owner.holding():
+                return owner.finished(await run.go())
         run.enter(self.spec.initial_state)
         return await run.go()
 
@@ -441,11 +446,13 @@ class Machine:
         end = by_key.get("end")
         if end is not None:
             return MachineResult.from_json(end.result)
-        async with self._summons(agents, summoner, store, run_id) as live:
-            return await self._continue(live, store, run_id, start, steps)
+        owner = RunOwner(store, run_id, self.spec.name)
+        await _call(owner.take, start.result["request"])     # RunBusy: another drives it
+        async with owner.holding(), self._summons(agents, summoner, store, run_id) as live:
+            return await self._continue(live, owner, store, run_id, start, steps)
 
-    async def _continue(self, summoner: Summoner, store: Journal, run_id: str, start: Step,
-                        steps: list[Step]) -> MachineResult:
+    async def _continue(self, summoner: Summoner, owner: RunOwner, store: Journal,
+                        run_id: str, start: Step, steps: list[Step]) -> MachineResult:
         run = _Run(self, summoner, store, run_id, start.result["request"])
         run.recorded = {s.key: s for s in steps if s.kind == _KIND_SUMMONS}
         checkpoints = [s.result for s in steps if s.kind == _KIND_CHECKPOINT]
@@ -454,7 +461,7 @@ class Machine:
         else:
             run.context = _own(start.result["context"])
             run.enter(self.spec.initial_state)
-        return await run.go()
+        return owner.finished(await run.go())
 
     def resume_sync(self, run_id: str, **options: Any) -> MachineResult:
         """:meth:`resume` for code without an event loop.

@@ -15,8 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
+
 from ..errors import RunError, TaskFailed
 from ..work.app import App
+from ..work.hold import revive_dead
 from ..work.leases import DEFAULT_LEASE_S
 from ..work.task import Task
 from ._summon import AgentSummoner, SummonResult, Summons
@@ -89,16 +92,21 @@ class TaskSummoner:
         """Submit ``summons`` as a task and return its result.
 
         Raises:
-            RunError: the summons task ended DEAD (its error is kept); the run can be
-                resumed once the cause is fixed (``foreperson retry`` revives it).
+            RunError: the summons task ended DEAD (its error is kept); resuming the run
+                once the cause is fixed revives it (as ``foreperson retry`` would) and
+                asks again.
         """
         task = Task(summons_kind(self.machine, summons.agent), summons.to_json(),
                     id=f"{summons.run_id}/{summons.key}", run_id=summons.run_id,
                     max_attempts=self.max_attempts, stale_after=self.lease_s)
+        # a summons that is DEAD was left by an earlier attempt of this run (a key is
+        # summoned once per run): resuming the run asks for it again
+        await anyio.to_thread.run_sync(revive_dead, self.supervisor.store, task.id)
         handle = await self.supervisor.submit(task)
         try:
             result = await handle.result()
         except TaskFailed as exc:
             raise RunError(f"summons of {summons.agent} in state {summons.state} failed: "
-                           f"{exc.error}") from exc
+                           f"{exc.error}; fix the cause and resume the run (the summons is "
+                           "asked again)") from exc
         return SummonResult.from_json(result)

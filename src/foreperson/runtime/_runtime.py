@@ -34,12 +34,12 @@ from ..agents import (
     RunResult,
     RunSession,
 )
-from ..errors import AccessDenied, ConfigurationError, RunBusy
+from ..errors import AccessDenied, ConfigurationError
 from ..journal import Journal, RunLedger, RunRecord, Step, compact_request
 from ..models import MESSAGES_ADAPTER, Message
 from ..work import MemoryStore, TaskStore
 from ..work.leases import DEFAULT_LEASE_S
-from ._leases import drop_run, forget_owner, keep_run, new_owner, owner_is_dead
+from ..work.owners import drop_run, forget_owner, keep_run, new_owner, take_run
 from ._tree import render_run
 
 if TYPE_CHECKING:
@@ -301,19 +301,7 @@ class Runtime:
             raise ConfigurationError(
                 f"run {run_id} is a run of agent {record.agent!r}, not {agent.name!r}: "
                 f"{action} it with that agent (its steps are keyed by its name)")
-        dead = record.owner if owner_is_dead(record.owner) else None
-        claimed = ledger.claim_run(run_id, owner, self.lease_s, take_from=dead)
-        if claimed is None:
-            current = ledger.get_run(run_id)
-            holder = current.owner if current is not None and current.owner else "?"
-            left = None
-            if current is not None and current.lease_expires_at is not None:
-                clock = getattr(self._store, "clock", None)
-                now = clock.now() if clock is not None else time.time()
-                left = max(0.0, current.lease_expires_at.timestamp() - now)
-            raise RunBusy(run_id, holder, left)
-        if record.owner is not None and record.owner != owner:
-            log.info("run %s: taken over from %s", run_id, record.owner)
+        claimed = take_run(ledger, record, owner, self.lease_s)
         return claimed, False
 
     # --- reading runs (tenant-checked) --------------------------------------------------

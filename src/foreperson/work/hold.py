@@ -41,7 +41,7 @@ from .store import TaskStore
 from .task import Status, Task
 
 __all__ = ["BACKOFF_BASE_S", "BACKOFF_CAP_S", "Failed", "Hold", "await_elsewhere", "error_text",
-           "retry_delay", "store_call"]
+           "retry_delay", "revive_dead", "store_call"]
 
 T = TypeVar("T")
 
@@ -394,11 +394,28 @@ async def await_elsewhere(store: TaskStore, task: Task, timeout_s: float | None)
     def submit() -> None:
         with store.batch():
             if not store.add([task]):
-                stored = store.get(task.id)
-                if stored is not None and stored.status is Status.DEAD:
-                    store.retry_dead([task.id])
+                revive_dead(store, task.id)
 
     await store_call(store, submit)
     waiters = Waiters(store)
     return await waiters.wait(waiters.watch(task.id), timeout_s)
 
+
+
+def revive_dead(store: TaskStore, task_id: str) -> bool:
+    """Revive ``task_id`` when it is DEAD, as ``foreperson retry`` does
+    (``store.retry_dead``: PENDING with fresh attempts, the tasks parked behind it
+    too), because the work it records is asked for again (a resumed run re-executes
+    the step). A blocking call.
+
+    Returns:
+        True when it was DEAD and is revived.
+    """
+    stored = store.get(task_id)
+    if stored is None or stored.status is not Status.DEAD:
+        return False
+    revived = store.retry_dead([task_id])
+    if revived:
+        log.info("task %s: revived from DEAD (%s) because its work is asked for again",
+                 task_id, stored.error)
+    return bool(revived)

@@ -31,6 +31,7 @@ import anyio.to_thread
 from .. import telemetry
 from ..errors import StoreError
 from ._observe import attempt_began, attempt_ended, attempt_span
+from .leases import RENEW_FRACTION
 from .policy import Reason
 from .retention import Prunes, Retention
 from .store import StoreStats, TracksWorkers, WakesOnWork
@@ -445,7 +446,7 @@ class RunLoop:
         connection (PostgreSQL) would find its lease missing and call it lost."""
         while True:
             lease = self.sup.dispatcher.shortest_lease_s()
-            await anyio.sleep(min(self.sup.heartbeat_every_s, lease / 3))
+            await anyio.sleep(min(self.sup.heartbeat_every_s, lease * RENEW_FRACTION))
             try:
                 await anyio.to_thread.run_sync(self.sup.heartbeat, limiter=self._store_lock)
             except StoreError as exc:

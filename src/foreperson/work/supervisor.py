@@ -43,7 +43,7 @@ from ..retry import backoff_seconds
 from .dispatcher import Dispatcher
 from .handles import TaskHandle, Waiters, as_completed
 from .hold import BACKOFF_BASE_S, BACKOFF_CAP_S, error_text, retry_delay
-from .leases import DEFAULT_LEASE_S
+from .leases import DEFAULT_LEASE_S, RENEW_FRACTION
 from .loop import Outcome, RunLoop, RunReport
 from .retention import Retention
 from .store import BacksOffResources, CompletesAndClaims, StoreStats, TaskStore
@@ -173,7 +173,7 @@ class Supervisor:
         self.kinds = set(kinds)
         self.backoff_base_s = backoff_base_s
         self.backoff_cap_s = backoff_cap_s
-        tick = min(self.stale_after / 3, 10.0)
+        tick = min(self.stale_after * RENEW_FRACTION, 10.0)
         self.heartbeat_every_s = heartbeat_every_s or tick
         self.sweep_every_s = sweep_every_s or min(self.stale_after / 3, 1.0)
         self.clock: Clock = clock or getattr(self.store, "clock", None) or SystemClock()
@@ -602,7 +602,7 @@ class Supervisor:
         if now < self._next_heartbeat:
             return
         self._next_heartbeat = now + min(self.heartbeat_every_s,
-                                         self.dispatcher.shortest_lease_s() / 3)
+                                         self.dispatcher.shortest_lease_s() * RENEW_FRACTION)
         leases, hung = self.dispatcher.leases(self.hung_after)
         for task_id in set(hung) - self._hung:
             log.warning("task %s has run for more than %g times its lease: presumed hung, its "
