@@ -20,7 +20,8 @@ import time
 
 import anyio
 
-from foreperson.agents import Agent, Guards, JournaledSteps, Limits, RunOptions
+from foreperson.agents import Agent, Guards, Limits, RunOptions
+from foreperson.agents.steps import JournaledSteps
 from foreperson.models import ModelResponse, ToolCall, Usage
 from foreperson.testing import ScriptedModel
 from foreperson.work import MemoryStore

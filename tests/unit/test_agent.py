@@ -10,7 +10,6 @@ import pytest
 from pydantic import BaseModel
 
 from foreperson.agents import (
-    EVENTS_ADAPTER,
     Agent,
     FinalEvent,
     Guards,
@@ -23,6 +22,7 @@ from foreperson.agents import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from foreperson.agents.steps import EVENTS_ADAPTER
 from foreperson.errors import ConfigurationError, ModelError, OutputValidationError
 from foreperson.models import (
     ModelResponse,

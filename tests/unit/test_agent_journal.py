@@ -20,17 +20,15 @@ from foreperson.agents import (
     Approval,
     FinalEvent,
     Guards,
-    InlineSteps,
-    JournaledSteps,
     Limits,
     MemoryAuditLog,
     ModelCallEvent,
     RunContext,
     RunOptions,
-    StepSpec,
     ToolResultEvent,
     tool,
 )
+from foreperson.agents.steps import InlineSteps, JournaledSteps, StepSpec
 from foreperson.errors import ConfigurationError, ModelError
 from foreperson.journal import Journal, JournalDivergence, Step
 from foreperson.models import ModelResponse, ToolCall, ToolReturn, Usage
@@ -244,7 +242,7 @@ def _digest(request):
 
 
 def _json_codec():
-    from foreperson.agents import JSON_CODEC
+    from foreperson.agents.steps import JSON_CODEC
 
     return JSON_CODEC
 

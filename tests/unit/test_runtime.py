@@ -18,13 +18,13 @@ from foreperson.agents import (
     Guards,
     Limits,
     ModelCallEvent,
-    ParentRun,
     RunContext,
     RunOptions,
     ToolResultEvent,
     ask_later,
     tool,
 )
+from foreperson.agents.steps import ParentRun
 from foreperson.errors import AccessDenied, ConfigurationError, RunBusy
 from foreperson.journal import JournalDivergence
 from foreperson.models import ToolCall, ToolReturn

@@ -14,12 +14,12 @@ from foreperson.agents import (
     Agent,
     FinalEvent,
     Guards,
-    JournaledSteps,
     MemoryAuditLog,
     ModelCallEvent,
     RunOptions,
     TextDeltaEvent,
 )
+from foreperson.agents.steps import JournaledSteps
 from foreperson.errors import InvalidPlan, ModelError
 from foreperson.models import ModelResponse, ToolCall
 from foreperson.teams import (

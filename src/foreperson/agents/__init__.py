@@ -4,10 +4,12 @@ the event stream, and guards (limits, permissions, hooks, approval, guardrails, 
 limiter, audit log).
 
 Each step of a run (model call, tool call, approval, spawn, delegation) goes through an
-injected step runner: :class:`InlineSteps` by default, :class:`JournaledSteps` over a
-:class:`~foreperson.journal.Journal` to record and replay them; the clock, the id source,
+injected step runner (:mod:`foreperson.agents.steps`: inline by default, journaled over a
+:class:`~foreperson.journal.Journal` to record and replay them); the clock, the id source,
 the parent run and the event sink come in the same :class:`RunOptions`. The agent layer
-never imports the work layer: durability is injected.
+never imports the work layer: durability is injected. This package exports what a user of
+:class:`Agent` needs; the step seam that team shapes and runtimes build on is
+:mod:`foreperson.agents.steps`.
 
 Example::
 
@@ -22,10 +24,11 @@ Example::
     print(result.output, result.usage)
 """
 
+import importlib
+from typing import Any
+
 from ._agent import Agent
-from ._durable import DurableRuntime, RunSession
 from ._events import (
-    EVENTS_ADAPTER,
     STOP_REASONS,
     AgentEvent,
     FinalEvent,
@@ -35,8 +38,6 @@ from ._events import (
     TextDeltaEvent,
     ToolCallEvent,
     ToolResultEvent,
-    dump_run_result,
-    load_run_result,
 )
 from ._guards import (
     AUDIT_KINDS,
@@ -55,69 +56,46 @@ from ._guards import (
     RateLimiter,
     ask_later,
 )
-from ._react import Architecture, ReAct
-from ._runner import (
-    JSON_CODEC,
-    InlineSteps,
-    JournaledSteps,
-    StepCodec,
-    StepOutcome,
-    StepRunner,
-    StepSpec,
-)
-from ._state import EventSink, ParentRun, RunContext, RunOptions, unfinished_usage
-from ._steps import RunParked, SpawnRecord
+from ._state import RunContext, RunOptions
 from ._tools import Tool, tool
-from ._vocabulary import Vocabulary
 
 __all__ = [
     "AUDIT_KINDS",
-    "EVENTS_ADAPTER",
-    "JSON_CODEC",
     "STOP_REASONS",
     "AfterToolHook",
     "Agent",
     "AgentEvent",
     "Approval",
     "ApprovalHandler",
-    "Architecture",
     "AuditEntry",
     "AuditLog",
     "BeforeToolHook",
-    "DurableRuntime",
-    "EventSink",
     "FinalEvent",
     "Guardrail",
     "Guards",
-    "InlineSteps",
-    "JournaledSteps",
     "JsonlAuditLog",
     "Limits",
     "MemoryAuditLog",
     "ModelCallEvent",
-    "ParentRun",
     "PendingApproval",
     "RateLimiter",
-    "ReAct",
     "RunContext",
     "RunOptions",
-    "RunParked",
     "RunResult",
-    "RunSession",
-    "SpawnRecord",
-    "StepCodec",
-    "StepOutcome",
-    "StepRunner",
-    "StepSpec",
     "StopReason",
     "TextDeltaEvent",
     "Tool",
     "ToolCallEvent",
     "ToolResultEvent",
-    "Vocabulary",
     "ask_later",
-    "dump_run_result",
-    "load_run_result",
     "tool",
-    "unfinished_usage",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The step seam's names, once exported here, from their home
+    :mod:`foreperson.agents.steps` (kept importable from here; not re-exported)."""
+    steps = importlib.import_module(f"{__name__}.steps")
+    if name in steps.__all__:
+        return getattr(steps, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,14 +26,8 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel, TypeAdapter
 
-from ..agents import (
-    Approval,
-    JournaledSteps,
-    PendingApproval,
-    RunOptions,
-    RunResult,
-    RunSession,
-)
+from ..agents import Approval, PendingApproval, RunOptions, RunResult
+from ..agents.steps import JournaledSteps, RunSession
 from ..errors import AccessDenied, ConfigurationError
 from ..journal import Journal, RunLedger, RunRecord, Step, compact_request
 from ..models import MESSAGES_ADAPTER, Message
@@ -176,7 +170,7 @@ class Runtime:
             return self.remote_workers
         return worker in self.remote_workers
 
-    # --- opening a run (foreperson.agents.DurableRuntime) -------------------------------
+    # --- opening a run (foreperson.agents.steps.DurableRuntime) -------------------------------
 
     @asynccontextmanager
     async def open_run(
@@ -189,7 +183,7 @@ class Runtime:
         message_history: Sequence[Message] | None,
         options: RunOptions | None,
     ) -> AsyncIterator[RunSession]:
-        """See :meth:`foreperson.agents.DurableRuntime.open_run`. On exit the run's record
+        """See :meth:`foreperson.agents.steps.DurableRuntime.open_run`. On exit the run's record
         says how it ended: ``completed`` (a result), ``waiting`` (parked on an
         approval), ``failed`` (it raised) or ``interrupted`` (cancelled); ownership is
         given up in every case (a SIGKILL leaves it to the lease).
@@ -506,7 +500,7 @@ class SqliteRuntime(Runtime):
         synchronous: SQLite's ``synchronous`` pragma: ``"FULL"`` (default: each commit
             on disk, survives a power cut) or ``"NORMAL"`` (survives a killed process, not
             a power cut). Steps are written behind the run (see
-            :class:`~foreperson.agents.JournaledSteps` ``write_behind``), so the fsync of
+            :class:`~foreperson.agents.steps.JournaledSteps` ``write_behind``), so the fsync of
             ``FULL`` is not on the run's path.
         lease_s: as :class:`Runtime`.
         remote_workers: as :class:`Runtime`.

@@ -17,14 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..agents import (
-    Agent,
-    JournaledSteps,
-    ParentRun,
-    RunOptions,
-    RunParked,
-    dump_run_result,
-)
+from ..agents import Agent, RunOptions
+from ..agents.steps import JournaledSteps, ParentRun, RunParked, dump_run_result
 from ..errors import ConfigurationError, GiveUp
 from ..journal import Journal
 from ..work import App, Task, TaskStore, current_task

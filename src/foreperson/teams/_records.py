@@ -17,7 +17,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, create_model
 
-from ..agents import AUDIT_KINDS, STOP_REASONS, RunResult, StepCodec
+from ..agents import AUDIT_KINDS, STOP_REASONS, RunResult
+from ..agents.steps import StepCodec
 from ..models import MESSAGES_ADAPTER, Message, Usage
 
 __all__ = [

@@ -221,7 +221,7 @@ class Router(TeamStore):
     # --- the loop -----------------------------------------------------------------------
 
     async def run(self, ctx: RunContext) -> AsyncIterator[AgentEvent]:
-        """See :meth:`~foreperson.agents.Architecture.run`: decide, route (counter
+        """See :meth:`~foreperson.agents.steps.Architecture.run`: decide, route (counter
         first), run the worker, until ``FINISH``, a cap or a routing failure.
 
         Raises:

@@ -40,16 +40,8 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import anyio
 from pydantic import BaseModel
 
-from ..agents import (
-    Agent,
-    InlineSteps,
-    PendingApproval,
-    RunContext,
-    RunParked,
-    RunResult,
-    load_run_result,
-    unfinished_usage,
-)
+from ..agents import Agent, PendingApproval, RunContext, RunResult
+from ..agents.steps import InlineSteps, RunParked, load_run_result, unfinished_usage
 from ..errors import AccessDenied, ConfigurationError, RecursionLimitExceeded, first_error
 from ..journal import Journal, JournalDivergence, UnknownStepVersion
 from ..models import Message, ModelResponse, SystemMessage, Usage, UserMessage

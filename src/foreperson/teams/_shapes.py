@@ -110,7 +110,7 @@ class Pipeline(_FixedShape):
         return list(self._roster)
 
     async def run(self, ctx: RunContext) -> AsyncIterator[AgentEvent]:
-        """See :meth:`~foreperson.agents.Architecture.run`. Yields no events of its own
+        """See :meth:`~foreperson.agents.steps.Architecture.run`. Yields no events of its own
         (the stages' and the delegations' events go to the run's event sink)."""
         run = TeamRun(ctx, self, self.store_for(ctx))
         last: Delegation | None = None
@@ -170,7 +170,7 @@ class Parallel(_FixedShape):
         return f"Parallel({self.branches!r}, merge={self.merge!r})"
 
     async def run(self, ctx: RunContext) -> AsyncIterator[AgentEvent]:
-        """See :meth:`~foreperson.agents.Architecture.run`. Yields no events of its own."""
+        """See :meth:`~foreperson.agents.steps.Architecture.run`. Yields no events of its own."""
         run = TeamRun(ctx, self, self.store_for(ctx))
         prompt = work_prompt(ctx.messages)
         done: list[Delegation | None] = [None] * len(self.branches)

@@ -394,7 +394,7 @@ class Supervisor(TeamStore):
     # --- the loop -----------------------------------------------------------------------
 
     async def run(self, ctx: RunContext) -> AsyncIterator[AgentEvent]:  # noqa: C901 - one supervisor turn: decide, plan the calls, run them, end or go on
-        """See :meth:`~foreperson.agents.Architecture.run`: the ReAct loop with the team
+        """See :meth:`~foreperson.agents.steps.Architecture.run`: the ReAct loop with the team
         tools, the turn planned before its calls run, and the caps read first.
 
         Raises:

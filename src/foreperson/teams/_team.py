@@ -7,16 +7,8 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ..agents import (
-    Agent,
-    AgentEvent,
-    DurableRuntime,
-    FinalEvent,
-    Guards,
-    RunOptions,
-    RunResult,
-    Tool,
-)
+from ..agents import Agent, AgentEvent, FinalEvent, Guards, RunOptions, RunResult, Tool
+from ..agents.steps import DurableRuntime
 from ..errors import ConfigurationError
 from ..models import (
     Message,
