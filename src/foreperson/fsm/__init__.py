@@ -24,10 +24,12 @@ work-layer task of kind ``<machine>:<agent>``: durable, retried, shown by
 """
 
 from ..errors import GuardError, MachineSpecError, SpecProblem
+from ._check import load_spec
 from ._fields import CONTEXT_VALUE_CAP, FieldSpec
-from ._machine import Machine, MachineResult, StopReason, Transition, Write
+from ._machine import Machine
 from ._render import render_dot, render_mermaid
-from ._spec import Action, AgentSpec, Edge, MachineSpec, Policy, Requirement, StateSpec, load_spec
+from ._result import MachineResult, StopReason, Transition, Write
+from ._spec import Action, AgentSpec, Edge, MachineSpec, Policy, Requirement, StateSpec
 from ._summon import UPDATE_CONTEXT, AgentSummoner, ContextWriter, Summoner, SummonResult, Summons
 from ._tasks import SUMMONS_LEASE_S, TaskSummoner, summons_app, summons_kind
 

@@ -1,0 +1,679 @@
+"""The machine checker, and :func:`load_spec`, which runs it.
+
+:func:`load_spec` reads the YAML (:mod:`foreperson.fsm._yaml`, every node with its line
+and column); the checker walks the document, validates it piece by piece with the
+pydantic models of :mod:`foreperson.fsm._spec` (so one broken state does not hide the
+problems of the others), compiles and type-checks the CEL guards and actions, checks the
+graph (initial state, a terminal state, reachability, dead ends, transitions that can
+never fire), and builds the :class:`~foreperson.fsm.MachineSpec` the machine runs on.
+Every problem is collected and reported at once, each at its line and column (STYLE 14),
+in a :class:`~foreperson.errors.MachineSpecError`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from typing import Any, Literal, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from ..errors import MachineSpecError, SpecProblem
+from ._cel import (
+    CelSyntaxError,
+    Expression,
+    LiteralComparison,
+    compile_expression,
+    sample_contexts,
+    sample_run,
+    type_name,
+)
+from ._fields import FieldSpec, Template
+from ._spec import (
+    Action,
+    AgentSpec,
+    Edge,
+    MachineSpec,
+    Policy,
+    Requirement,
+    StateSpec,
+    _ActionModel,
+    _AgentModel,
+    _FieldModel,
+    _GuardModel,
+    _Header,
+    _PolicyModel,
+    _RequirementModel,
+    _StateModel,
+    _TransitionModel,
+)
+from ._yaml import Located, Path, load_yaml
+
+__all__ = ["load_spec"]
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_STATE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_EXPR = re.compile(r"^\$\{(.*)\}$", re.S)
+
+_FSM_KEYS = ("name", "version", "initialState", "context", "agents", "states", "policy")
+_WHAT = {
+    _Header: "`fsm`", _FieldModel: "a context field", _AgentModel: "an agent",
+    _RequirementModel: "a requirement", _GuardModel: "a guard", _ActionModel: "an action",
+    _TransitionModel: "a transition", _StateModel: "a state", _PolicyModel: "`policy`",
+}
+_LITERAL_KINDS = {        # the literals a field of each type can be compared with
+    "enum": {"string", "null"}, "string": {"string", "null"},
+    "number": {"number", "null"}, "boolean": {"bool", "null"},
+}
+_TYPE_WORDS = {
+    "string_type": "a string", "int_type": "a whole number", "bool_type": "true or false",
+    "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping",
+    "int_parsing": "a whole number", "float_type": "a number",
+}
+
+
+def _aliases(model: type[BaseModel]) -> list[str]:
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def _inner_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation) if get_origin(annotation) is not None else ():
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    current: type[BaseModel] | None = model
+    for part in loc:
+        if current is None:
+            return None
+        if isinstance(part, int):
+            continue
+        by_alias = {f.alias or n: f for n, f in current.model_fields.items()}
+        field = by_alias.get(part)
+        if field is None:
+            return None
+        current = _inner_model(field.annotation)
+    return current
+
+
+def _suggest(word: str, choices: list[str] | tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _one_of(choices: Any) -> str:
+    names = list(choices)
+    return ", ".join(names) if names else "(none)"
+
+
+# --- the checker --------------------------------------------------------------------------
+
+class _Checker:
+    def __init__(self, located: Located, problems: list[SpecProblem]) -> None:
+        self.doc = located
+        self.problems = problems
+        self.fields: dict[str, FieldSpec] = {}
+        self.field_names: dict[str, None] = {}    # declared, valid or not, in order
+        self.agents: dict[str, AgentSpec] = {}
+        self.agent_names: dict[str, None] = {}
+        self.state_names: list[str] = []
+        self.states: dict[str, StateSpec] = {}
+        self._sample_cache: list[Any] | None = None
+
+    # helpers
+    def problem(self, path: Path, message: str, *, key: bool = False,
+                offset: int | None = None) -> None:
+        self.problems.append(self.doc.problem(path, message, key=key, offset=offset))
+
+    def validate(self, model: type[BaseModel], data: Any, path: Path) -> Any:
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            for error in exc.errors(include_url=False):
+                self._pydantic_problem(model, error, path)
+            return None
+
+    def _pydantic_problem(self, model: type[BaseModel], error: Any, path: Path) -> None:
+        loc = tuple(error["loc"])
+        kind = error["type"]
+        where = (*path, *loc)
+        parent = _model_at(model, loc[:-1]) if loc else model
+        what = _WHAT.get(parent, "this mapping") if parent else "this mapping"
+        key = str(loc[-1]) if loc else ""
+        if len(loc) >= 2 and isinstance(loc[-1], int):
+            key = f"{loc[-2]}[{loc[-1]}]"
+            parent = _model_at(model, loc[:-2]) if len(loc) > 2 else model
+        if kind == "extra_forbidden":
+            allowed = _aliases(parent) if parent else []
+            self.problem(where, f"unknown key {key!r} in {what}{_suggest(key, allowed)}; "
+                                f"its keys are: {_one_of(allowed)}", key=True)
+        elif kind == "missing":
+            self.problem((*path, *loc[:-1]), f"{what} needs {key!r}", key=True)
+        elif kind in ("model_type", "dict_type") and not loc:
+            self.problem(path, f"{what} must be a mapping of keys, got "
+                               f"{self._got(error['input'], where)}")
+        elif kind in _TYPE_WORDS:
+            self.problem(where, f"{key or what} must be {_TYPE_WORDS[kind]}, got "
+                                f"{self._got(error['input'], where)}")
+        elif kind in ("greater_than_equal", "greater_than"):
+            bound = error.get("ctx", {}).get("ge", error.get("ctx", {}).get("gt"))
+            self.problem(where, f"{key} must be at least {bound}, got {error['input']!r}")
+        elif kind == "literal_error":
+            expected = error.get("ctx", {}).get("expected", "")
+            self.problem(where, f"{key} must be {expected}, not {error['input']!r}")
+        else:
+            self.problem(where, f"{key or what}: {error['msg']}")
+
+    def _got(self, value: Any, path: Path) -> str:
+        scalar = self.doc.scalar(path)
+        if isinstance(value, bool) and scalar is not None and scalar.style is None \
+                and scalar.text.lower() not in ("true", "false"):
+            return (f"{scalar.text!r}, which YAML reads as the boolean "
+                    f"{str(value).lower()}: put it in quotes")
+        if value is None:
+            return "nothing (null)"
+        if isinstance(value, dict):
+            return "a mapping"
+        if isinstance(value, list):
+            return "a list"
+        return f"{type_name(value)} {value!r}"
+
+    # the document
+    def run(self) -> MachineSpec | None:  # noqa: C901 - the checks of one spec section, each a problem with its own place
+        root = self.doc.data
+        if not isinstance(root, dict) or "fsm" not in root:
+            self.problem((), "a machine file is a mapping with one key, `fsm:`, holding "
+                             "name, initialState, context, agents, states and policy")
+            return None
+        for key in root:
+            if key != "fsm":
+                self.problem((key,), f"unknown top-level key {key!r}; everything goes "
+                                     "under `fsm:`", key=True)
+        fsm = root["fsm"]
+        if not isinstance(fsm, dict):
+            self.problem(("fsm",), "`fsm` must be a mapping (name, initialState, context, "
+                                   "agents, states, policy)")
+            return None
+        for key in fsm:
+            if key not in _FSM_KEYS:
+                self.problem(("fsm", key), f"unknown key {key!r} in `fsm`"
+                                           f"{_suggest(key, _FSM_KEYS)}; its keys are: "
+                                           f"{_one_of(_FSM_KEYS)}", key=True)
+        header = self.validate(
+            _Header, {k: fsm[k] for k in ("name", "version", "initialState") if k in fsm},
+            ("fsm",))
+        self._fields(fsm.get("context", {}))
+        raw_states = fsm.get("states")
+        if not isinstance(raw_states, dict) or not raw_states:
+            self.problem(("fsm", "states") if "states" in fsm else ("fsm",),
+                         "a machine needs `states:`, a mapping of state names to states",
+                         key=True)
+            raw_states = {}
+        self.state_names = list(raw_states)
+        for name in self.state_names:
+            if not _STATE_NAME.fullmatch(name):
+                self.problem(("fsm", "states", name), f"state name {name!r}: use letters, "
+                             "digits, '_', '-' or '.', starting with a letter", key=True)
+        self._agents(fsm.get("agents", {}))
+        policy_model = self.validate(_PolicyModel, fsm.get("policy", {}) or {},
+                                     ("fsm", "policy"))
+        models: dict[str, _StateModel] = {}
+        for name, raw in raw_states.items():
+            model = self.validate(_StateModel, raw if raw is not None else {},
+                                  ("fsm", "states", name))
+            if model is not None:
+                models[name] = model
+        for name, model in models.items():
+            state = self._state(name, model)
+            if state is not None:
+                self.states[name] = state
+        if header is not None:
+            self._graph(header.initial_state, raw_states)
+        if header is None or policy_model is None or self.problems:
+            return None
+        canonical = json.dumps(root, sort_keys=True, ensure_ascii=False, default=str)
+        return MachineSpec(
+            name=header.name, version=header.version, initial_state=header.initial_state,
+            fields=self.fields, agents=self.agents,
+            states={n: self.states[n] for n in self.state_names},
+            policy=Policy(policy_model.max_iterations, policy_model.max_exchanges_per_stage,
+                          policy_model.max_exchanges_per_agent_per_stage,
+                          policy_model.checkpoint_every),
+            source=self.doc.source,
+            digest=hashlib.sha256(canonical.encode()).hexdigest(),
+        )
+
+    def _fields(self, raw: Any) -> None:  # noqa: C901 - one check per way a context field is declared wrong
+        base: Path = ("fsm", "context")
+        if raw is None:
+            return
+        if not isinstance(raw, dict):
+            self.problem(base, "`context` must be a mapping of field names to "
+                               "{ type: ... }")
+            return
+        for name, spec in raw.items():
+            path = (*base, name)
+            self.field_names[name] = None
+            if not _NAME.fullmatch(name):
+                self.problem(path, f"field name {name!r}: CEL reads fields as "
+                                   "context.NAME, so use letters, digits and '_', starting "
+                                   "with a letter", key=True)
+                continue
+            model = self.validate(_FieldModel, spec, path)
+            if model is None:
+                continue
+            ok = True
+            if model.type == "enum":
+                if not model.values:
+                    self.problem(path, f"enum field {name!r} needs `values: [...]`, the "
+                                       "words it may hold")
+                    ok = False
+                else:
+                    seen: set[str] = set()
+                    for i, value in enumerate(model.values):
+                        if not value:
+                            self.problem((*path, "values", i), "an enum value cannot be "
+                                         "empty: \"\" means the field is not set")
+                            ok = False
+                        if value.casefold() in seen:
+                            self.problem((*path, "values", i), f"enum value {value!r} is "
+                                         "listed twice (values match ignoring case)")
+                            ok = False
+                        seen.add(value.casefold())
+            elif model.values is not None:
+                self.problem((*path, "values"), f"`values` goes with `type: enum`; "
+                             f"{name!r} is {model.type}", key=True)
+                ok = False
+            if model.type == "list" and model.of is None:
+                self.problem(path, f"list field {name!r} needs `of:` (string, number, "
+                                   "boolean or object)")
+                ok = False
+            elif model.type != "list" and model.of is not None:
+                self.problem((*path, "of"), f"`of` goes with `type: list`; {name!r} is "
+                                            f"{model.type}", key=True)
+                ok = False
+            if ok:
+                self.fields[name] = FieldSpec(name, model.type, tuple(model.values or ()),
+                                              model.of)
+
+    def _agents(self, raw: Any) -> None:
+        base: Path = ("fsm", "agents")
+        if raw is None:
+            return
+        if not isinstance(raw, dict):
+            self.problem(base, "`agents` must be a mapping of agent names to "
+                               "{ canTransition: [...] }")
+            return
+        for name, spec in raw.items():
+            self.agent_names[name] = None
+            model = self.validate(_AgentModel, spec if spec is not None else {},
+                                  (*base, name))
+            if model is None:
+                continue
+            for i, state in enumerate(model.can_transition):
+                if state not in self.state_names:
+                    self.problem((*base, name, "canTransition", i),
+                                 f"agent {name!r} lists unknown state {state!r}"
+                                 f"{_suggest(state, self.state_names)}; the states are: "
+                                 f"{_one_of(self.state_names)}")
+            self.agents[name] = AgentSpec(name, tuple(model.can_transition),
+                                          model.instructions)
+
+    # a state
+    def _state(self, name: str, model: _StateModel) -> StateSpec | None:  # noqa: C901 - one check per way a state is declared wrong
+        path: Path = ("fsm", "states", name)
+        before = len(self.problems)
+        template, mistakes = Template.parse(model.description)
+        for text, offset in mistakes:
+            self.problem((*path, "description"), text, offset=offset)
+        for field in template.fields:
+            if field not in self.field_names:
+                self.problem((*path, "description"), f"the description shows "
+                             f"{{{{ context.{field} }}}}, but there is no context field "
+                             f"{field!r}{_suggest(field, list(self.field_names))}; the "
+                             f"fields are: {_one_of(self.field_names)}",
+                             offset=model.description.find(f"context.{field}"))
+        requires = self._requires(name, model, path)
+        reads: set[str] | None = set()
+        exits = self._actions(model.exit, (*path, "exit"), name)
+        for action in exits:
+            reads = _add_reads(reads, action.expression)
+        edges: list[Edge] = []
+        unguarded: Edge | None = None
+        for i, raw in enumerate(model.transitions):
+            tpath = (*path, "transitions", i)
+            t = self.validate(_TransitionModel, raw, tpath)
+            if t is None:
+                continue
+            if t.to_state not in self.state_names:
+                self.problem((*tpath, "toState"), f"unknown target state {t.to_state!r}"
+                             f"{_suggest(t.to_state, self.state_names)}; the states are: "
+                             f"{_one_of(self.state_names)}")
+            guards: list[Expression] = []
+            for g, raw_guard in enumerate(t.guards):
+                gpath = (*tpath, "guards", g)
+                guard = self.validate(_GuardModel, raw_guard, gpath)
+                if guard is None:
+                    continue
+                compiled = self._guard(guard.expression, (*gpath, "expression"))
+                if compiled is not None:
+                    guards.append(compiled)
+                    reads = _add_reads(reads, compiled)
+            actions = self._actions(t.on_transition, (*tpath, "onTransition"), name)
+            for action in actions:
+                reads = _add_reads(reads, action.expression)
+            edge = Edge(name, t.to_state, tuple(guards), tuple(actions), i)
+            if unguarded is not None and not t.guards:
+                self.problem(tpath, f"state {name!r} has two unguarded transitions (to "
+                             f"{unguarded.target!r}, then to {t.to_state!r}): only the first "
+                             "can ever fire; guard one of them, or remove one")
+            elif unguarded is not None:
+                self.problem(tpath, f"this transition (to {t.to_state!r}) can never fire: "
+                             f"the unguarded transition to {unguarded.target!r} before it "
+                             "always fires first; give that one a guard, or move it last")
+            if not t.guards:
+                unguarded = unguarded or edge
+            edges.append(edge)
+        if model.terminal:
+            for key, what in (("transitions", model.transitions), ("requires", model.requires),
+                              ("exit", model.exit)):
+                if what:
+                    self.problem((*path, key), f"state {name!r} is terminal (the run ends "
+                                 f"there), so its `{key}` would never run: remove it, or "
+                                 "drop `terminal: true`", key=True)
+        elif not model.transitions:
+            self.problem(path, f"state {name!r} has no way out: add `transitions:`, or "
+                               "`terminal: true` if the run ends there", key=True)
+        if len(self.problems) > before:
+            return None
+        return StateSpec(name, model.description, template, tuple(requires), tuple(exits),
+                         tuple(edges), model.terminal,
+                         None if reads is None else frozenset(reads))
+
+    def _requires(self, state: str, model: _StateModel, path: Path) -> list[Requirement]:  # noqa: C901 - one check per way a requirement is declared wrong
+        out: list[Requirement] = []
+        seen: set[str] = set()
+        for i, raw in enumerate(model.requires):
+            rpath = (*path, "requires", i)
+            req = self.validate(_RequirementModel, raw, rpath)
+            if req is None:
+                continue
+            if req.name not in self.field_names:
+                self.problem((*rpath, "name"), f"state {state!r} requires {req.name!r}, "
+                             f"which is not a context field"
+                             f"{_suggest(req.name, list(self.field_names))}; the fields "
+                             f"are: {_one_of(self.field_names)}")
+                continue
+            if req.name in seen:
+                self.problem((*rpath, "name"), f"{req.name!r} is required twice in state "
+                                               f"{state!r}")
+                continue
+            seen.add(req.name)
+            source = req.from_
+            if source == "agent":
+                able = [a.name for a in self.agents.values() if state in a.can_transition]
+                if not able:
+                    self.problem((*rpath, "from"), f"no agent may act in state {state!r} "
+                                 f"to write {req.name!r}: add {state!r} to one agent's "
+                                 "canTransition, or write from: {agent: NAME}")
+                elif len(able) > 1:
+                    self.problem((*rpath, "from"), f"`from: agent` is ambiguous in state "
+                                 f"{state!r}: {', '.join(able)} may all act there; name one "
+                                 "with from: {agent: NAME}")
+                else:
+                    out.append(Requirement(req.name, able[0], named=False))
+                continue
+            if not (isinstance(source, dict) and set(source) == {"agent"}
+                    and isinstance(source["agent"], str)):
+                self.problem((*rpath, "from"), "`from` must be `agent` (the agent that may "
+                                               "act here) or {agent: NAME}")
+                continue
+            agent = source["agent"]
+            if agent not in self.agent_names:
+                self.problem((*rpath, "from", "agent"), f"undeclared agent {agent!r}"
+                             f"{_suggest(agent, list(self.agent_names))}; declare it "
+                             f"under `agents:` (declared: {_one_of(self.agent_names)})")
+                continue
+            spec = self.agents.get(agent)
+            if spec is not None and state not in spec.can_transition:
+                self.problem((*rpath, "from", "agent"), f"agent {agent!r} may not act in "
+                             f"state {state!r}: add {state!r} to its canTransition "
+                             f"(now: {_one_of(spec.can_transition)})")
+                continue
+            out.append(Requirement(req.name, agent, named=True))
+        return out
+
+    def _samples(self) -> list[Any]:
+        if self._sample_cache is None:
+            self._sample_cache = sample_contexts(
+                [{n: f.sample(v) for n, f in self.fields.items()} for v in (0, 1)])
+        return self._sample_cache
+
+    def _expression(self, source: str, path: Path, offset: int) -> Expression | None:
+        """Compile, check names and fields; None when broken (problems recorded)."""
+        try:
+            expression = compile_expression(source)
+        except CelSyntaxError as exc:
+            self.problem(path, f"CEL syntax error: {exc}",
+                         offset=None if exc.offset is None else exc.offset + offset)
+            return None
+        ok = True
+        for name, at in expression.unknown_names:
+            self.problem(path, f"CEL: unknown name {name!r}; read context fields as "
+                               f"context.{name}", offset=at + offset)
+            ok = False
+        for use in expression.uses:
+            if use.name not in self.field_names:
+                self.problem(path, f"CEL: no context field {use.name!r}"
+                             f"{_suggest(use.name, list(self.field_names))}; the fields "
+                             f"are: {_one_of(self.field_names)}", offset=use.offset + offset)
+                ok = False
+        for comparison in expression.comparisons:
+            wrong = self._compared_wrongly(comparison)
+            if wrong:
+                self.problem(path, wrong, offset=comparison.offset + offset)
+                ok = False
+        return expression if ok else None
+
+    def _compared_wrongly(self, comparison: LiteralComparison) -> str | None:
+        """What is wrong with comparing a field with a literal: an enum value that is
+        not one of the field's, or a literal of another type (CEL says ``false`` for
+        ``'a' == 3`` rather than an error, so such a guard would never fire)."""
+        spec = self.fields.get(comparison.name)
+        if spec is None or spec.type not in _LITERAL_KINDS:
+            return None
+        name, literal = comparison.name, comparison.literal
+        if comparison.kind not in _LITERAL_KINDS[spec.type]:
+            shown = repr(literal) if comparison.kind == "string" else literal
+            values = (f"; its values are: {_one_of(spec.values)}" if spec.type == "enum"
+                      else "")
+            return (f"CEL: {spec.type} field {name!r} is compared with {shown} (a "
+                    f"{comparison.kind}), which it can never equal{values}")
+        if spec.type == "enum" and literal not in spec.values:
+            return (f"CEL: {literal!r} is not a value of enum field {name!r}"
+                    f"{_suggest(literal, spec.values)}; its values are: "
+                    f"{_one_of(spec.values)}")
+        return None
+
+    def _guard(self, source: str, path: Path) -> Expression | None:
+        expression = self._expression(source, path, 0)
+        if expression is None or any(f not in self.fields for f in expression.fields):
+            return expression
+        values, error = sample_run(expression, self._samples())
+        if error is not None:
+            self.problem(path, f"CEL type error: {error}")
+            return None
+        wrong = next((v for v in values if not isinstance(v, bool)), None)
+        if values and wrong is not None:
+            self.problem(path, f"a guard must be true or false, but `{source}` gives "
+                               f"{type_name(wrong)}: compare it, e.g. context.FIELD == 'x'")
+            return None
+        return expression
+
+    def _actions(self, raw: list[Any], path: Path, state: str) -> list[Action]:
+        out: list[Action] = []
+        for i, item in enumerate(raw):
+            apath = (*path, i)
+            model = self.validate(_ActionModel, item, apath)
+            if model is None:
+                continue
+            given = [k for k in ("append", "assign") if getattr(model, k) is not None]
+            if len(given) != 1:
+                self.problem(apath, "an action is { append: {FIELD: VALUE} } or "
+                                    "{ assign: {FIELD: VALUE} }: exactly one of them")
+                continue
+            kind: Literal["append", "assign"] = given[0]  # type: ignore[assignment]
+            for field, value in getattr(model, kind).items():
+                action = self._action(kind, field, value, (*apath, kind, field))
+                if action is not None:
+                    out.append(action)
+        return out
+
+    def _action(self, kind: Literal["append", "assign"], field: str, value: Any,  # noqa: C901 - one check per kind of action
+                path: Path) -> Action | None:
+        if field not in self.field_names:
+            self.problem(path, f"{kind} to {field!r}, which is not a context field"
+                               f"{_suggest(field, list(self.field_names))}; the fields "
+                               f"are: {_one_of(self.field_names)}", key=True)
+            return None
+        spec = self.fields.get(field)
+        if spec is None:
+            return None
+        if kind == "append" and spec.type != "list":
+            self.problem(path, f"cannot append to {field!r}: it is a {spec.type}, and "
+                               "append grows a list; use assign", key=True)
+            return None
+        if kind == "assign" and spec.type == "list":
+            self.problem(path, f"{field!r} is a list, which only grows: use append",
+                         key=True)
+            return None
+        expression_text = _EXPR.match(value) if isinstance(value, str) else None
+        if isinstance(value, str) and expression_text is None and "${" in value:
+            self.problem(path, "a CEL value is the whole text ${ EXPRESSION }, e.g. "
+                               "${ 'note: ' + context.finding }")
+            return None
+        if expression_text is None:
+            try:
+                if kind == "append" and isinstance(value, list):
+                    raise ValueError(f"append one item to {field!r} per action")
+                coerced = (spec.coerce_items(value)[0] if kind == "append"
+                           else spec.coerce(value, clear=True))
+            except ValueError as exc:
+                self.problem(path, f"{kind} {field}: {exc}")
+                return None
+            return Action(kind, field, coerced)
+        source = expression_text.group(1)
+        offset = 2 + (len(source) - len(source.lstrip()))
+        expression = self._expression(source.strip(), path, offset)
+        if expression is None:
+            return None
+        if all(f in self.fields for f in expression.fields):
+            values, error = sample_run(expression, self._samples())
+            if error is not None:
+                self.problem(path, f"CEL type error: {error}")
+                return None
+            target = spec.of if kind == "append" else spec.type
+            for produced in values:
+                problem = _fits(target or "string", produced)
+                if problem is not None:
+                    self.problem(path, f"{kind} {field}: `{source.strip()}` gives "
+                                       f"{type_name(produced)}, but {field} takes "
+                                       f"{spec.allowed()}")
+                    return None
+        return Action(kind, field, None, expression)
+
+    # the graph
+    def _graph(self, initial: str, raw_states: dict[str, Any]) -> None:
+        """initialState, a terminal state, reachability: read from the raw document, so a
+        state with other problems still counts for these."""
+        if not self.state_names:
+            return
+        if initial not in self.state_names:
+            self.problem(("fsm", "initialState"), f"initialState {initial!r} is not a state"
+                         f"{_suggest(initial, self.state_names)}; the states are: "
+                         f"{_one_of(self.state_names)}")
+            return
+        shapes_ok = all(raw is None or isinstance(raw, dict) for raw in raw_states.values())
+        if shapes_ok and not any(isinstance(raw, dict) and raw.get("terminal") is True
+                                 for raw in raw_states.values()):
+            self.problem(("fsm", "states"), "no state is terminal, so a run can never end: "
+                                            "mark the final state `terminal: true`", key=True)
+        reached = {initial}
+        todo = [initial]
+        while todo:
+            raw = raw_states.get(todo.pop())
+            transitions = raw.get("transitions") if isinstance(raw, dict) else None
+            if not isinstance(transitions, list):
+                transitions = []
+            for t in transitions:
+                target = t.get("toState") if isinstance(t, dict) else None
+                if isinstance(target, str) and target in raw_states and target not in reached:
+                    reached.add(target)
+                    todo.append(target)
+        for name in self.state_names:
+            if name not in reached:
+                self.problem(("fsm", "states", name), f"state {name!r} is unreachable: no "
+                             f"transition from {initial!r} leads to it; add one, or remove "
+                             "the state", key=True)
+
+
+def _add_reads(reads: set[str] | None, expression: Expression | None) -> set[str] | None:
+    if reads is None or expression is None:
+        return reads
+    if expression.whole_context:
+        return None
+    reads.update(expression.fields)
+    return reads
+
+
+def _fits(kind: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    ok = {
+        "string": isinstance(value, str), "enum": isinstance(value, str),
+        "number": isinstance(value, int | float) and not isinstance(value, bool),
+        "boolean": isinstance(value, bool), "object": isinstance(value, dict),
+    }.get(kind, True)
+    return None if ok else kind
+
+
+def load_spec(text: str, source: str = "<string>") -> MachineSpec:
+    """Read and check a machine written in seed 003's YAML format.
+
+    Every problem of the text is reported at once: YAML syntax, duplicate keys, unknown
+    keys, unknown target states, undeclared agents and fields, requirements from an
+    agent that may not act in the state, enum literals a guard compares with that are
+    not values of the field, CEL syntax and type errors, actions that append to a
+    non-list or assign a value of the wrong type, templates naming unknown fields,
+    unreachable states, no terminal state, dead ends, and transitions that can never
+    fire behind an unguarded one. Guards are compiled here, once.
+
+    Args:
+        text: the YAML.
+        source: the name to report problems with (a file path).
+
+    Returns:
+        The checked spec.
+
+    Raises:
+        MachineSpecError: anything is wrong; ``problems`` lists it all, each with its
+            line and column.
+        MissingDependency: PyYAML or common-expression-language is not installed.
+    """
+    located, problems = load_yaml(text, source)
+    if located is None:
+        raise MachineSpecError(problems)
+    checker = _Checker(located, problems)
+    spec = checker.run()
+    if checker.problems or spec is None:
+        ordered = sorted(checker.problems,
+                         key=lambda p: (p.line is None, p.line or 0, p.column or 0))
+        raise MachineSpecError(ordered or [SpecProblem(source, None, None, "invalid machine")])
+    return spec
