@@ -141,7 +141,7 @@ def drain_worker(store: Any) -> float:
     """W1 as ``foreperson worker --concurrency 8`` runs it: tasks/s."""
     store.add([Task("w1") for _ in range(W1)])
     sup = process_supervisor(store, Worker(f"bench:{os.getpid()}", {"w1"}, fn=_noop,
-                                           concurrency=8), stale_after_s=30)
+                                           concurrency=8), stale_after=30)
     began = time.perf_counter()
     sup.run_sync()
     return W1 / (time.perf_counter() - began)

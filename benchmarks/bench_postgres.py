@@ -67,7 +67,7 @@ def main() -> None:
 
     supervisor = process_supervisor(
         store, Worker(f"bench:{os.getpid()}", {"work"}, fn=work, concurrency=args.workers),
-        stale_after_s=30, prefetch=args.prefetch)
+        stale_after=30, prefetch=args.prefetch)
     t1 = time.perf_counter()
     report = supervisor.run_sync()
     t_proc = time.perf_counter() - t1

@@ -2,7 +2,7 @@
 
 The front door holds what a quickstart needs; everything else lives in subpackages.
 ``foreperson.Supervisor`` is the work layer's (tasks to workers); the agent-team
-architecture of seed 001 is :class:`foreperson.teams.Supervisor`, built by
+architecture of seed 001 is :class:`foreperson.teams.TeamSupervisor`, built by
 ``Team.supervisor``. The durable runtimes of seed 001 (``InMemoryRuntime``,
 ``SqliteRuntime``, ``PostgresRuntime``) come from :mod:`foreperson.runtime`.
 

@@ -48,7 +48,7 @@ def test_a_worker_on_another_process_dies_mid_run_and_another_finishes_it(
             if not isinstance(messages[-1], ToolReturn) else f"lead: {messages[-1].content}"))
         here = Agent("Find sources.", model=ScriptedModel([]), name="researcher")  # never run
         team = Team.supervisor(workers={"researcher": here}, instructions="Lead.", model=lead,
-                               name="lead", max_attempts=2, lease_s=1.5,
+                               name="lead", max_attempts=2, stale_after=1.5,
                                worker_timeout_s=60)
         result = team.run_sync("write about agents", runtime=runtime, run_id="remote-1",
                                user_id="ada")

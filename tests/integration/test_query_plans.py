@@ -72,7 +72,7 @@ def workload(store) -> list[RunReport]:
     store.retry_dead(["bad"])                               # a person retries it
     reports.append(sup.run_sync())
     pulled = process_supervisor(store, Worker("host:123", {"k"}, fn=work, concurrency=4),
-                                stale_after_s=5)
+                                stale_after=5)
     store.add([Task("k", id=f"pulled-{i}", run_id="pulled") for i in range(20)])
     reports.append(pulled.run_sync())
     return reports

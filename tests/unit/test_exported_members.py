@@ -83,4 +83,6 @@ def test_the_front_door_keeps_the_work_layers_supervisor_and_adds_team():
 
     assert foreperson.Supervisor is foreperson.work.Supervisor
     assert foreperson.Team is foreperson.teams.Team
-    assert foreperson.teams.Supervisor is not foreperson.Supervisor
+    assert foreperson.teams.TeamSupervisor is not foreperson.Supervisor
+    with pytest.warns(DeprecationWarning, match="now foreperson.teams.TeamSupervisor"):
+        assert foreperson.teams.Supervisor is foreperson.teams.TeamSupervisor

@@ -544,7 +544,7 @@ async def test_a_worker_in_a_worker_process_parks_the_team_on_its_approval():
     store = MemoryStore()
     ledger = Ledger()
     app = agent_app({"clerk": clerk(ledger, approval=ask_later)})    # "another machine"
-    serving = process_supervisor(store, AppWorker(app, "box:1"), stale_after_s=5)
+    serving = process_supervisor(store, AppWorker(app, "box:1"), stale_after=5)
     runtime = InMemoryRuntime(store, remote_workers={"clerk"})
     here = Agent("Refund orders.", model=ScriptedModel([]), name="clerk")   # never runs here
     lead = FunctionModel(lambda messages, params: delegate("clerk", "refund A-7")

@@ -20,7 +20,16 @@ from _teams_support import (
 
 from foreperson.agents import Agent
 from foreperson.models import ToolCall
-from foreperson.teams import FINISH, Parallel, Pipeline, Router, Supervisor, Team, Thread, mermaid
+from foreperson.teams import (
+    FINISH,
+    Parallel,
+    Pipeline,
+    Router,
+    Team,
+    TeamSupervisor,
+    Thread,
+    mermaid,
+)
 from foreperson.testing import FunctionModel, ScriptedModel
 
 # --- the fixed shapes ---------------------------------------------------------------------
@@ -204,7 +213,7 @@ async def test_ping_pong_between_two_nested_supervisors_ends_as_a_loop():
             return ToolCall("delegate", {"worker": to, "instructions": prompt_of(messages)})
         return FunctionModel(reply)
 
-    a = Supervisor(workers={"helper": answering("helper")})
+    a = TeamSupervisor(workers={"helper": answering("helper")})
     team_a = Agent("A.", model=bouncing("team_b"), name="team_a", architecture=a)
     team_b = Team.supervisor(workers={"team_a": team_a}, instructions="B.",
                              model=bouncing("team_a"), name="team_b")
@@ -258,7 +267,7 @@ def test_mermaid_draws_the_roster_and_nesting_of_every_shape():
 
 
 def test_mermaid_draws_a_cycle_once():
-    a = Supervisor(workers={"w": answering("w")})
+    a = TeamSupervisor(workers={"w": answering("w")})
     team_a = Agent("A.", model=ScriptedModel(), name="team_a", architecture=a)
     team_b = Team.supervisor(workers={"team_a": team_a}, instructions="B.",
                              model=ScriptedModel(), name="team_b")

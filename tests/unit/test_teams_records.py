@@ -283,7 +283,7 @@ async def test_a_long_delegation_keeps_its_lease_renewed_while_the_worker_runs()
     store = Watched()
     worker = Agent("Slow.", model=FunctionModel(slow), name="slow")
     team = supervised(ScriptedModel([delegate("slow", "take your time"), "done"]), worker,
-                      store=store, lease_s=0.06)
+                      store=store, stale_after=0.06)
     result = await team.run("go")
     task = store.get(result.delegations[0].task_id)
     assert task.status is Status.COMPLETED and task.result == "finally"

@@ -16,9 +16,9 @@ from foreperson.models import ModelResponse, ToolCall, ToolReturn, UserMessage
 from foreperson.teams import (
     CapReachedEvent,
     LoopDetectedEvent,
-    Supervisor,
     Team,
     TeamResult,
+    TeamSupervisor,
     WorkerSpawnedEvent,
 )
 from foreperson.testing import FunctionModel, ScriptedModel
@@ -52,10 +52,10 @@ async def test_team_supervisor_is_exactly_an_agent_with_the_supervisor_architect
     facade, facade_log = run_with(lambda m, w: Team.supervisor(
         workers={"writer": w}, instructions="Manage.", model=m, name="lead"))
     explicit, explicit_log = run_with(lambda m, w: Agent(
-        "Manage.", model=m, name="lead", architecture=Supervisor(workers={"writer": w})))
+        "Manage.", model=m, name="lead", architecture=TeamSupervisor(workers={"writer": w})))
     a = await facade.run("write")
     b = await explicit.run("write")
-    assert isinstance(facade, Agent) and isinstance(facade.architecture, Supervisor)
+    assert isinstance(facade, Agent) and isinstance(facade.architecture, TeamSupervisor)
     assert (a.text, a.stop_reason, a.usage) == (b.text, b.stop_reason, b.usage)
     assert [r.routed_to for r in a.route_log] == [r.routed_to for r in b.route_log]
     assert isinstance(b, TeamResult) and facade_log == explicit_log == ["lead", "writer", "lead"]
@@ -74,16 +74,16 @@ def test_a_team_runs_sync_and_is_a_worker_of_another_team():
 def test_bad_rosters_and_options_are_refused_at_construction():
     writer = answering("writer")
     with pytest.raises(ConfigurationError, match="not an Agent"):
-        Supervisor(workers={"writer": "not an agent"})  # type: ignore[dict-item]
+        TeamSupervisor(workers={"writer": "not an agent"})  # type: ignore[dict-item]
     with pytest.raises(ConfigurationError, match="nobody to delegate"):
-        Supervisor(workers={})
+        TeamSupervisor(workers={})
     with pytest.raises(ConfigurationError, match="max_fan_out"):
-        Supervisor(workers={"writer": writer}, max_fan_out=0)
+        TeamSupervisor(workers={"writer": writer}, max_fan_out=0)
     with pytest.raises(ConfigurationError, match="unknown options"):
         Team.supervisor(workers={"writer": writer}, instructions="x", model="test",
                         max_fanout=3)  # type: ignore[call-arg]
     with pytest.raises(ConfigurationError, match="FINISH"):
-        Supervisor(workers={"FINISH": writer})
+        TeamSupervisor(workers={"FINISH": writer})
 
 
 # --- item 2: delegate ----------------------------------------------------------------------

@@ -108,7 +108,7 @@ def worker(
     store = open_store(db, dsn, schema=schema)
     stop_metrics = start_metrics(store, metrics_port, metrics_host)
     try:
-        supervisor = process_supervisor(store, process_worker, stale_after_s=stale_after,
+        supervisor = process_supervisor(store, process_worker, stale_after=stale_after,
                                         prefetch=prefetch, retention=retention)
         log.info("worker %s: kinds %s, concurrency %d, stale_after %g s",
                  process_worker.name, sorted(process_worker.can_do), concurrency, stale_after)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+import warnings
 from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
@@ -101,7 +102,7 @@ class Runtime:
     * Tenant pinning (seed 001): a run belongs to the ``user_id`` it was started with;
       running it again, resuming, approving or reading it as another user (or
       anonymously) raises :class:`~foreperson.errors.AccessDenied`.
-    * One process owns a run at a time, under a lease of ``lease_s`` seconds renewed
+    * One process owns a run at a time, under a lease of ``stale_after`` seconds renewed
       while it runs; a run whose owner died is taken over at once when the owner was on
       this machine, else when its lease lapses (:class:`~foreperson.errors.RunBusy`
       until then).
@@ -121,28 +122,34 @@ class Runtime:
 
     Args:
         store: the store (tasks, journal and runs in one database).
-        lease_s: seconds a run's owner holds it without renewing (renewed every third
-            of it; default 90, :data:`~foreperson.work.leases.DEFAULT_LEASE_S`).
+        stale_after: seconds a run's owner holds it without renewing (renewed every
+            third of it; default 90, :data:`~foreperson.work.leases.DEFAULT_LEASE_S`).
+        lease_s: the deprecated name of ``stale_after``.
         remote_workers: names of workers whose delegations are left to worker processes
             (True: every worker's; default none).
         close_store: close ``store`` with the runtime (default True).
 
     Raises:
-        ConfigurationError: the store keeps no runs or journal, or a bad ``lease_s``.
+        ConfigurationError: the store keeps no runs or journal, or a bad ``stale_after``.
     """
 
-    def __init__(self, store: TaskStore, *, lease_s: float = DEFAULT_LEASE_S,
+    def __init__(self, store: TaskStore, *, stale_after: float = DEFAULT_LEASE_S,
                  remote_workers: Collection[str] | bool = (),
-                 close_store: bool = True) -> None:
+                 close_store: bool = True, lease_s: float | None = None) -> None:
         if not (isinstance(store, Journal) and isinstance(store, RunLedger)):
             raise ConfigurationError(
                 f"{type(store).__name__} keeps no step journal and run records; use "
                 "MemoryStore, SqliteStore or PostgresStore")
-        if not (isinstance(lease_s, int | float) and 1.0 <= lease_s <= 86400.0):
-            raise ConfigurationError(
-                f"Runtime(lease_s={lease_s!r}): give seconds between 1 and 86,400")
+        if lease_s is not None:
+            warnings.warn(f"{type(self).__name__}(lease_s=) is now stale_after= (the work "
+                          "layer's name for the same lease); lease_s will be removed",
+                          DeprecationWarning, stacklevel=2)
+            stale_after = lease_s
+        if not (isinstance(stale_after, int | float) and 1.0 <= stale_after <= 86400.0):
+            raise ConfigurationError(f"{type(self).__name__}(stale_after={stale_after!r}): "
+                                     "give seconds between 1 and 86,400")
         self._store = store
-        self.lease_s = float(lease_s)
+        self.stale_after = float(stale_after)
         self.remote_workers: frozenset[str] | bool = (
             remote_workers if isinstance(remote_workers, bool) else frozenset(remote_workers))
         self._close_store = close_store
@@ -226,7 +233,7 @@ class Runtime:
         assert isinstance(steps, JournaledSteps)
         if fresh:
             steps.prime(run_id)         # nothing is recorded: no need to read the journal
-        keep_run(self._ledger, run_id, owner, self.lease_s)
+        keep_run(self._ledger, run_id, owner, self.stale_after)
         try:
             yield session
         except BaseException as exc:
@@ -283,7 +290,7 @@ class Runtime:
             now = clock.now() if clock is not None else time.time()
             record = ledger.create_run(RunRecord(
                 run_id, agent.name, user_id, input=data, owner=owner,
-                lease_expires_at=datetime.fromtimestamp(now + self.lease_s, UTC)))
+                lease_expires_at=datetime.fromtimestamp(now + self.stale_after, UTC)))
             assert record is not None
             if record.owner == owner:
                 return record, True
@@ -295,7 +302,7 @@ class Runtime:
             raise ConfigurationError(
                 f"run {run_id} is a run of agent {record.agent!r}, not {agent.name!r}: "
                 f"{action} it with that agent (its steps are keyed by its name)")
-        claimed = take_run(ledger, record, owner, self.lease_s)
+        claimed = take_run(ledger, record, owner, self.stale_after)
         return claimed, False
 
     # --- reading runs (tenant-checked) --------------------------------------------------
@@ -479,14 +486,18 @@ class InMemoryRuntime(Runtime):
 
     Args:
         store: a :class:`~foreperson.work.MemoryStore` to use (default a new one).
-        lease_s: as :class:`Runtime`.
+        stale_after: as :class:`Runtime`.
+        lease_s: the deprecated name of ``stale_after``.
         remote_workers: as :class:`Runtime`.
     """
 
-    def __init__(self, store: MemoryStore | None = None, *, lease_s: float = DEFAULT_LEASE_S,
-                 remote_workers: Collection[str] | bool = ()) -> None:
-        super().__init__(store if store is not None else MemoryStore(), lease_s=lease_s,
-                         remote_workers=remote_workers)
+    def __init__(self, store: MemoryStore | None = None, *,
+                 stale_after: float = DEFAULT_LEASE_S,
+                 remote_workers: Collection[str] | bool = (),
+                 lease_s: float | None = None) -> None:
+        super().__init__(store if store is not None else MemoryStore(),
+                         stale_after=stale_after, remote_workers=remote_workers,
+                         lease_s=lease_s)
 
 
 class SqliteRuntime(Runtime):
@@ -502,20 +513,23 @@ class SqliteRuntime(Runtime):
             a power cut). Steps are written behind the run (see
             :class:`~foreperson.agents.steps.JournaledSteps` ``write_behind``), so the fsync of
             ``FULL`` is not on the run's path.
-        lease_s: as :class:`Runtime`.
+        stale_after: as :class:`Runtime`.
+        lease_s: the deprecated name of ``stale_after``.
         remote_workers: as :class:`Runtime`.
 
     Raises:
         StoreError: the file cannot be opened, or has a newer schema.
     """
 
-    def __init__(self, path: str, *, synchronous: str = "FULL", lease_s: float = DEFAULT_LEASE_S,
-                 remote_workers: Collection[str] | bool = ()) -> None:
+    def __init__(self, path: str, *, synchronous: str = "FULL",
+                 stale_after: float = DEFAULT_LEASE_S,
+                 remote_workers: Collection[str] | bool = (),
+                 lease_s: float | None = None) -> None:
         from ..work import SqliteStore
 
         self.path = str(path)
-        super().__init__(SqliteStore(path, synchronous=synchronous), lease_s=lease_s,
-                         remote_workers=remote_workers)
+        super().__init__(SqliteStore(path, synchronous=synchronous), stale_after=stale_after,
+                         remote_workers=remote_workers, lease_s=lease_s)
 
 
 class PostgresRuntime(Runtime):
@@ -528,7 +542,8 @@ class PostgresRuntime(Runtime):
         schema: the PostgreSQL schema (default ``$FOREPERSON_PG_SCHEMA`` or
             ``foreperson``).
         pool_size: connections kept open (default 8).
-        lease_s: as :class:`Runtime`.
+        stale_after: as :class:`Runtime`.
+        lease_s: the deprecated name of ``stale_after``.
         remote_workers: as :class:`Runtime`.
 
     Raises:
@@ -537,9 +552,11 @@ class PostgresRuntime(Runtime):
     """
 
     def __init__(self, dsn: str, *, schema: str | None = None, pool_size: int = 8,
-                 lease_s: float = DEFAULT_LEASE_S,
-                 remote_workers: Collection[str] | bool = ()) -> None:
+                 stale_after: float = DEFAULT_LEASE_S,
+                 remote_workers: Collection[str] | bool = (),
+                 lease_s: float | None = None) -> None:
         from ..work.stores.postgres import PostgresStore
 
         super().__init__(PostgresStore(dsn, schema=schema, pool_size=pool_size),
-                         lease_s=lease_s, remote_workers=remote_workers)
+                         stale_after=stale_after, remote_workers=remote_workers,
+                         lease_s=lease_s)

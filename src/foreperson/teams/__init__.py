@@ -5,7 +5,8 @@ Four shapes, each an :class:`~foreperson.agents.Agent` architecture, so a team i
 agent: it runs with ``run`` / ``run_sync`` / ``stream`` and is a worker of another team
 in any combination.
 
-* :class:`Supervisor` (``Team.supervisor``): a model delegating through ``delegate``,
+* :class:`TeamSupervisor` (``Team.supervisor``; named apart from the work layer's
+  :class:`~foreperson.work.Supervisor`): a model delegating through ``delegate``,
   ``forward_message`` and ``spawn_worker`` tools; delegate calls of one turn run
   concurrently.
 * :class:`Router` (``Team.router``): a model returning a typed :class:`RouteDecision`;
@@ -33,6 +34,9 @@ Example::
         print(record.decision, record.specialist_calls, record.routed_to)
 """
 
+import warnings
+from typing import Any
+
 from ._decompose import decompose, decompose_sync, validate_plan
 from ._events import (
     TEAM_EVENTS_ADAPTER,
@@ -49,7 +53,7 @@ from ._records import FINISH, Delegation, RouteDecision, RouteRecord, TeamResult
 from ._router import Decide, Finalize, Router, RouteState, route
 from ._run import DelegationHost
 from ._shapes import Parallel, Pipeline
-from ._supervisor import Supervisor
+from ._supervisor import TeamSupervisor
 from ._team import Team
 
 __all__ = [
@@ -70,7 +74,7 @@ __all__ = [
     "RouteRecord",
     "RouteState",
     "Router",
-    "Supervisor",
+    "TeamSupervisor",
     "Team",
     "TeamEvent",
     "TeamResult",
@@ -82,3 +86,14 @@ __all__ = [
     "route",
     "validate_plan",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``Supervisor``, the name :class:`TeamSupervisor` had before, kept as a deprecated
+    alias (it read as the work layer's :class:`~foreperson.work.Supervisor`)."""
+    if name == "Supervisor":
+        warnings.warn("foreperson.teams.Supervisor is now foreperson.teams.TeamSupervisor "
+                      "(or build it with Team.supervisor); the old name will be removed",
+                      DeprecationWarning, stacklevel=2)
+        return TeamSupervisor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -154,7 +154,7 @@ async def decompose(
     The model gets a structured-output request for ``{"tasks": [{"kind", "payload",
     "depends_on"}, ...]}`` (3-8 subtasks; ``depends_on`` as earlier indices); the reply
     is then checked by :func:`validate_plan`. Add the tasks with
-    ``store.add(tasks)`` / ``Supervisor.add_tasks(tasks)``.
+    ``store.add(tasks)`` / ``Supervisor.add_tasks(tasks)`` (the work layer's).
 
     Example::
 

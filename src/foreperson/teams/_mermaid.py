@@ -12,10 +12,10 @@ __all__ = ["mermaid"]
 def _shape(agent: Agent[Any]) -> str | None:
     from ._router import Router
     from ._shapes import Parallel, Pipeline
-    from ._supervisor import Supervisor
+    from ._supervisor import TeamSupervisor
 
     architecture = agent.architecture
-    for kind, name in ((Supervisor, "supervisor"), (Router, "router"),
+    for kind, name in ((TeamSupervisor, "supervisor"), (Router, "router"),
                        (Pipeline, "pipeline"), (Parallel, "parallel")):
         if isinstance(architecture, kind):
             return name

@@ -34,7 +34,7 @@ from ._run import (
     resolve_worker,
     work_prompt,
 )
-from ._supervisor import _positive, _seconds
+from ._supervisor import _positive, _seconds, _stale_after
 
 __all__ = ["RouteState", "Router", "route"]
 
@@ -141,11 +141,12 @@ class Router(TeamStore):
         decide: a routing rule instead of the model (see :data:`Decide`); the agent's
             model is then never called.
         finalize: the answer on ``FINISH`` (see :data:`Finalize`).
-        store: where delegations are recorded (see ``Supervisor``).
-        max_attempts: as ``Supervisor``.
-        retry_backoff_s: as ``Supervisor``.
-        worker_timeout_s: as ``Supervisor``.
-        lease_s: as ``Supervisor``.
+        store: where delegations are recorded (see ``TeamSupervisor``).
+        max_attempts: as ``TeamSupervisor``.
+        retry_backoff_s: as ``TeamSupervisor``.
+        worker_timeout_s: as ``TeamSupervisor``.
+        stale_after: as ``TeamSupervisor``.
+        lease_s: the deprecated name of ``stale_after``.
         recursion_limit: decisions plus worker runs per run (default 25, seed 004).
 
     Raises:
@@ -165,8 +166,9 @@ class Router(TeamStore):
         max_attempts: int = 1,
         retry_backoff_s: float = 2.0,
         worker_timeout_s: float | None = None,
-        lease_s: float = DEFAULT_LEASE_S,
+        stale_after: float = DEFAULT_LEASE_S,
         recursion_limit: int = 25,
+        lease_s: float | None = None,
     ) -> None:
         if not isinstance(workers, Mapping) or not workers:
             raise ConfigurationError(
@@ -179,7 +181,7 @@ class Router(TeamStore):
         _positive("recursion_limit", recursion_limit, allow_none=False)
         _seconds("retry_backoff_s", retry_backoff_s, allow_none=False)
         _seconds("worker_timeout_s", worker_timeout_s)
-        _seconds("lease_s", lease_s, allow_none=False)
+        self.stale_after = _stale_after("Router", stale_after, lease_s)
         for name, value in (("decide", decide), ("finalize", finalize)):
             if value is not None and not callable(value):
                 raise ConfigurationError(f"Router({name}=...) must be a function")
@@ -191,7 +193,6 @@ class Router(TeamStore):
         self.max_attempts = max_attempts
         self.retry_backoff_s = float(retry_backoff_s)
         self.worker_timeout_s = worker_timeout_s
-        self.lease_s = float(lease_s)
         self.recursion_limit = recursion_limit
         self._store = store
         self._default_store: MemoryStore | None = None

@@ -67,7 +67,7 @@ _RETRY_SUFFIX = re.compile(r"/run:\d+$")
 
 
 class TeamArchitecture(Protocol):
-    """What every team shape offers (``Supervisor``, ``Router``, ``Pipeline``,
+    """What every team shape offers (``TeamSupervisor``, ``Router``, ``Pipeline``,
     ``Parallel``): a roster and a store. :func:`~foreperson.teams.mermaid` and the
     ping-pong check read it."""
 
@@ -122,7 +122,7 @@ class DelegationSettings(Protocol):
     max_attempts: int
     retry_backoff_s: float
     worker_timeout_s: float | None
-    lease_s: float
+    stale_after: float
     recursion_limit: int
 
 
@@ -429,12 +429,12 @@ class TeamRun:
                              "user_id": ctx.user_id},
                     id=self._task_id(key), run_id=ctx.journal_run_id,
                     parent_id=self.parent_task_id, max_attempts=settings.max_attempts,
-                    stale_after=settings.lease_s)
+                    stale_after=settings.stale_after)
         self.task_by_path[key] = task.id
         if self.host is not None and self.host.runs_remotely(worker):
             return await self._elsewhere(worker, agent, prompt, task, turn=turn, index=index)
         held: Hold[RunResult[Any]] = Hold(
-            self.store, task, holder=self.holder, lease_s=settings.lease_s,
+            self.store, task, holder=self.holder, lease_s=settings.stale_after,
             backoff_base_s=settings.retry_backoff_s, takes_over=self._takes_over)
         overlap = self._overlaps_claim()
         # the task may exist (an earlier incarnation's): take it over before the work

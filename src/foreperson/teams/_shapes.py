@@ -25,7 +25,7 @@ from ._run import (
     output_message,
     work_prompt,
 )
-from ._supervisor import _positive, _seconds
+from ._supervisor import _positive, _seconds, _stale_after
 
 __all__ = ["Parallel", "Pipeline"]
 
@@ -51,15 +51,15 @@ class _FixedShape(TeamStore):
     """What the pipeline and the parallel shape share: options, roster, store."""
 
     def __init__(self, *, store: TaskStore | None, max_attempts: int, retry_backoff_s: float,
-                 worker_timeout_s: float | None, lease_s: float, steps: int) -> None:
+                 worker_timeout_s: float | None, stale_after: float, lease_s: float | None,
+                 steps: int) -> None:
         _positive("max_attempts", max_attempts, allow_none=False)
         _seconds("retry_backoff_s", retry_backoff_s, allow_none=False)
         _seconds("worker_timeout_s", worker_timeout_s)
-        _seconds("lease_s", lease_s, allow_none=False)
+        self.stale_after = _stale_after(type(self).__name__, stale_after, lease_s)
         self.max_attempts = max_attempts
         self.retry_backoff_s = float(retry_backoff_s)
         self.worker_timeout_s = worker_timeout_s
-        self.lease_s = float(lease_s)
         self.recursion_limit = steps     # fixed by construction: never reached
         self._store = store
         self._default_store: MemoryStore | None = None
@@ -82,11 +82,12 @@ class Pipeline(_FixedShape):
     Args:
         stages: the agents, in order; their names must differ (they are the tasks'
             kinds).
-        store: as :class:`~foreperson.teams.Supervisor`.
-        max_attempts: as :class:`~foreperson.teams.Supervisor`.
-        retry_backoff_s: as :class:`~foreperson.teams.Supervisor`.
-        worker_timeout_s: as :class:`~foreperson.teams.Supervisor`.
-        lease_s: as :class:`~foreperson.teams.Supervisor`.
+        store: as :class:`~foreperson.teams.TeamSupervisor`.
+        max_attempts: as :class:`~foreperson.teams.TeamSupervisor`.
+        retry_backoff_s: as :class:`~foreperson.teams.TeamSupervisor`.
+        worker_timeout_s: as :class:`~foreperson.teams.TeamSupervisor`.
+        stale_after: as :class:`~foreperson.teams.TeamSupervisor`.
+        lease_s: the deprecated name of ``stale_after``.
 
     Raises:
         ConfigurationError: no stages, a non-agent, or two stages with one name.
@@ -94,11 +95,12 @@ class Pipeline(_FixedShape):
 
     def __init__(self, stages: Sequence[Agent[Any]], *, store: TaskStore | None = None,
                  max_attempts: int = 1, retry_backoff_s: float = 2.0,
-                 worker_timeout_s: float | None = None, lease_s: float = DEFAULT_LEASE_S) -> None:
+                 worker_timeout_s: float | None = None, stale_after: float = DEFAULT_LEASE_S,
+                 lease_s: float | None = None) -> None:
         roster = _roster("pipeline", stages)
         super().__init__(store=store, max_attempts=max_attempts,
                          retry_backoff_s=retry_backoff_s, worker_timeout_s=worker_timeout_s,
-                         lease_s=lease_s, steps=len(roster))
+                         stale_after=stale_after, lease_s=lease_s, steps=len(roster))
         self._roster = roster
 
     def __repr__(self) -> str:
@@ -144,11 +146,12 @@ class Parallel(_FixedShape):
     Args:
         branches: the agents run concurrently; names must differ.
         merge: the agent that writes the answer from their outputs, or None.
-        store: as :class:`~foreperson.teams.Supervisor`.
-        max_attempts: as :class:`~foreperson.teams.Supervisor`.
-        retry_backoff_s: as :class:`~foreperson.teams.Supervisor`.
-        worker_timeout_s: as :class:`~foreperson.teams.Supervisor`.
-        lease_s: as :class:`~foreperson.teams.Supervisor`.
+        store: as :class:`~foreperson.teams.TeamSupervisor`.
+        max_attempts: as :class:`~foreperson.teams.TeamSupervisor`.
+        retry_backoff_s: as :class:`~foreperson.teams.TeamSupervisor`.
+        worker_timeout_s: as :class:`~foreperson.teams.TeamSupervisor`.
+        stale_after: as :class:`~foreperson.teams.TeamSupervisor`.
+        lease_s: the deprecated name of ``stale_after``.
 
     Raises:
         ConfigurationError: no branches, a non-agent, or two agents with one name.
@@ -157,11 +160,11 @@ class Parallel(_FixedShape):
     def __init__(self, branches: Sequence[Agent[Any]], *, merge: Agent[Any] | None = None,
                  store: TaskStore | None = None, max_attempts: int = 1,
                  retry_backoff_s: float = 2.0, worker_timeout_s: float | None = None,
-                 lease_s: float = DEFAULT_LEASE_S) -> None:
+                 stale_after: float = DEFAULT_LEASE_S, lease_s: float | None = None) -> None:
         roster = _roster("parallel", list(branches) + ([merge] if merge is not None else []))
         super().__init__(store=store, max_attempts=max_attempts,
                          retry_backoff_s=retry_backoff_s, worker_timeout_s=worker_timeout_s,
-                         lease_s=lease_s, steps=len(roster))
+                         stale_after=stale_after, lease_s=lease_s, steps=len(roster))
         self._roster = roster
         self.merge = merge.name if merge is not None else None
         self.branches = [n for n in roster if n != self.merge]

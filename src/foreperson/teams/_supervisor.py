@@ -1,6 +1,7 @@
-"""Seed 001's ``Supervisor`` architecture: a manager model with ``delegate``,
-``forward_message`` and (``allow_spawn``) ``spawn_worker`` tools, on the ReAct loop, so
-several delegate calls of one turn run concurrently.
+"""Seed 001's supervisor architecture (``TeamSupervisor``, built by ``Team.supervisor``):
+a manager model with ``delegate``, ``forward_message`` and (``allow_spawn``)
+``spawn_worker`` tools, on the ReAct loop, so several delegate calls of one turn run
+concurrently.
 
 Deciding is the model's; routing and capping are plain code that reads the counters
 first (seed 004). Before a turn's tool calls run, the turn is planned in call order:
@@ -17,6 +18,7 @@ import json
 import keyword
 import math
 import re
+import warnings
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -41,7 +43,7 @@ from ._run import (
     team_run_of,
 )
 
-__all__ = ["Supervisor"]
+__all__ = ["TeamSupervisor"]
 
 _TOOL_INDEX = re.compile(r"/tool:(\d+)$")
 _TEAM_TOOLS = ("delegate", "forward_message", "spawn_worker", "read_output")
@@ -64,7 +66,7 @@ def _positive(name: str, value: Any, *, allow_none: bool = True, minimum: int = 
         return
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ConfigurationError(
-            f"Supervisor({name}={value!r}): give an integer >= {minimum}"
+            f"TeamSupervisor({name}={value!r}): give an integer >= {minimum}"
             + (" or None for no cap" if allow_none else ""))
 
 
@@ -73,7 +75,20 @@ def _seconds(name: str, value: Any, *, allow_none: bool = True) -> None:
         return
     if not isinstance(value, int | float) or isinstance(value, bool) or not value >= 0 \
             or value == math.inf:
-        raise ConfigurationError(f"Supervisor({name}={value!r}): give a number of seconds >= 0")
+        raise ConfigurationError(
+            f"TeamSupervisor({name}={value!r}): give a number of seconds >= 0")
+
+
+def _stale_after(shape: str, stale_after: float, lease_s: float | None) -> float:
+    """The delegation lease of a team shape, seconds: ``stale_after``, or ``lease_s``,
+    its deprecated name (a warning says so)."""
+    if lease_s is not None:
+        warnings.warn(f"{shape}(lease_s=) is now stale_after= (the work layer's name for "
+                      "the same lease); lease_s will be removed", DeprecationWarning,
+                      stacklevel=3)
+        stale_after = lease_s
+    _seconds("stale_after", stale_after, allow_none=False)
+    return float(stale_after)
 
 
 def _describe(agent: Agent[Any]) -> str:
@@ -111,7 +126,7 @@ class _Spawn:
 class _SupervisorRun(TeamRun):
     """The state of one supervisor run."""
 
-    def __init__(self, ctx: RunContext, arch: Supervisor, store: TaskStore) -> None:
+    def __init__(self, ctx: RunContext, arch: TeamSupervisor, store: TaskStore) -> None:
         super().__init__(ctx, arch, store)
         self.arch = arch
         self.spawned: dict[str, Agent[Any]] = {}
@@ -147,11 +162,11 @@ class _SupervisorRun(TeamRun):
         return super().best_effort(result)
 
 
-class Supervisor(TeamStore):
+class TeamSupervisor(TeamStore):
     """Seed 001's supervisor architecture: the agent's model manages a team of worker
     agents through tools, on the ReAct loop.
 
-    ``Agent(instructions, model=..., architecture=Supervisor(workers=...))`` is exactly
+    ``Agent(instructions, model=..., architecture=TeamSupervisor(workers=...))`` is exactly
     what ``Team.supervisor(workers=..., instructions=..., model=...)`` builds. The model
     gets these tools besides the agent's own:
 
@@ -223,8 +238,10 @@ class Supervisor(TeamStore):
             with jitter).
         worker_timeout_s: seconds a delegation may run before the worker is cancelled
             and the delegation fails (default None: the worker's own limits bound it).
-        lease_s: the lease of a delegation's task, seconds, renewed every third of it
-            while the worker runs (default 90).
+        stale_after: the lease of a delegation's task, seconds, renewed every third of
+            it while the worker runs (default 90); a process that stops renewing (it
+            died) loses the task after it.
+        lease_s: the deprecated name of ``stale_after``.
         recursion_limit: the backstop: supervisor model calls plus worker runs per run
             (default 25, seed 004); past it :class:`~foreperson.errors.RecursionLimitExceeded`
             is raised.
@@ -251,12 +268,13 @@ class Supervisor(TeamStore):
         max_attempts: int = 1,
         retry_backoff_s: float = 2.0,
         worker_timeout_s: float | None = None,
-        lease_s: float = DEFAULT_LEASE_S,
+        stale_after: float = DEFAULT_LEASE_S,
         recursion_limit: int = 25,
+        lease_s: float | None = None,
     ) -> None:
         if not isinstance(workers, Mapping):
             raise ConfigurationError(
-                f"Supervisor(workers=...) takes a mapping of name -> Agent, got "
+                f"TeamSupervisor(workers=...) takes a mapping of name -> Agent, got "
                 f"{type(workers).__name__}")
         self._roster = check_roster("supervisor", workers)
         caps = {"max_specialist_calls": max_specialist_calls,
@@ -271,17 +289,17 @@ class Supervisor(TeamStore):
         _positive("recursion_limit", recursion_limit, allow_none=False)
         _seconds("retry_backoff_s", retry_backoff_s, allow_none=False)
         _seconds("worker_timeout_s", worker_timeout_s)
-        _seconds("lease_s", lease_s, allow_none=False)
+        self.stale_after = _stale_after("TeamSupervisor", stale_after, lease_s)
         if context not in ("transcript", "capped"):
             raise ConfigurationError(
-                f"Supervisor(context={context!r}): use 'transcript' or 'capped'")
+                f"TeamSupervisor(context={context!r}): use 'transcript' or 'capped'")
         if spawn_template is not None and not isinstance(spawn_template, Agent):
             raise ConfigurationError(
-                f"Supervisor(spawn_template=...) must be an Agent, got "
+                f"TeamSupervisor(spawn_template=...) must be an Agent, got "
                 f"{type(spawn_template).__name__}")
         if not self._roster and not allow_spawn:
             raise ConfigurationError(
-                "Supervisor(workers={}) has nobody to delegate to; give it workers or "
+                "TeamSupervisor(workers={}) has nobody to delegate to; give it workers or "
                 "allow_spawn=True")
         self.allow_spawn = allow_spawn
         self.max_spawned = max_spawned
@@ -296,14 +314,13 @@ class Supervisor(TeamStore):
         self.max_attempts = max_attempts
         self.retry_backoff_s = float(retry_backoff_s)
         self.worker_timeout_s = worker_timeout_s
-        self.lease_s = float(lease_s)
         self.recursion_limit = recursion_limit
         self._store = store
         self._default_store: MemoryStore | None = None
         self._tool_sets: dict[tuple[tuple[str, str], ...], dict[str, Tool]] = {}
 
     def __repr__(self) -> str:
-        return f"Supervisor(workers={list(self._roster)!r})"
+        return f"TeamSupervisor(workers={list(self._roster)!r})"
 
     # --- roster and store -------------------------------------------------------------
 
@@ -324,7 +341,8 @@ class Supervisor(TeamStore):
             ConfigurationError: a bad or taken name, or not an agent.
         """
         if name in self._roster:
-            raise ConfigurationError(f"Supervisor.add_worker: {name!r} is in the roster already")
+            raise ConfigurationError(
+                f"TeamSupervisor.add_worker: {name!r} is in the roster already")
         self._roster.update(check_roster("supervisor", {name: agent}))
         self._tool_sets.clear()
 
@@ -615,7 +633,7 @@ class Supervisor(TeamStore):
         if not isinstance(run, _SupervisorRun):
             raise ConfigurationError(
                 "the supervisor's tools run only inside its own run (Agent(architecture="
-                "Supervisor(...)))")
+                "TeamSupervisor(...)))")
         return run
 
     async def _delegate(self, ctx: RunContext, worker: str, instructions: str) -> ToolReturn | str:

@@ -23,7 +23,7 @@ from ._mermaid import mermaid
 from ._records import TeamResult, Thread
 from ._router import Decide, Finalize, Router
 from ._shapes import Parallel, Pipeline
-from ._supervisor import Supervisor
+from ._supervisor import TeamSupervisor
 
 __all__ = ["Team"]
 
@@ -33,7 +33,7 @@ _SUPERVISOR_OPTIONS = frozenset({
     "allow_spawn", "max_spawned", "spawn_template", "max_specialist_calls",
     "max_calls_per_worker", "max_fan_out", "max_turns", "min_delegations", "context",
     "context_chars", "store", "max_attempts", "retry_backoff_s", "worker_timeout_s",
-    "lease_s", "recursion_limit"})
+    "stale_after", "lease_s", "recursion_limit"})
 
 
 class _NoModel(ModelBase):
@@ -68,7 +68,7 @@ class Team(Agent[OutputT]):
     :meth:`router` (a model returning a typed :class:`~foreperson.teams.RouteDecision`,
     seed 004), :meth:`pipeline` (a fixed sequence) or :meth:`parallel` (a fan-out and a
     merge). ``Team.supervisor(workers=..., instructions=..., model=...)`` is exactly
-    ``Agent(instructions, model=..., architecture=Supervisor(workers=...))``; a Team
+    ``Agent(instructions, model=..., architecture=TeamSupervisor(workers=...))``; a Team
     adds only conversation threads (``thread=``) and :meth:`mermaid`.
 
     Example::
@@ -112,7 +112,7 @@ class Team(Agent[OutputT]):
             output_type: a pydantic model the final answer must match (None: text).
             guards: the manager's guards (its ``Limits`` bound its own run).
             settings: the manager's sampling settings.
-            **options: :class:`~foreperson.teams.Supervisor`'s options (``allow_spawn``,
+            **options: :class:`~foreperson.teams.TeamSupervisor`'s options (``allow_spawn``,
                 ``max_spawned``, ``spawn_template``, ``max_specialist_calls``,
                 ``max_calls_per_worker``, ``max_fan_out``, ``max_turns``,
                 ``min_delegations``, ``context``, ``store``, ...).
@@ -130,7 +130,7 @@ class Team(Agent[OutputT]):
                 f"{sorted(_SUPERVISOR_OPTIONS)}")
         return cls(instructions, model=model, tools=tools, output_type=output_type,
                    name=name, guards=guards, settings=settings,
-                   architecture=Supervisor(workers, **options))
+                   architecture=TeamSupervisor(workers, **options))
 
     @classmethod
     def router(
@@ -168,7 +168,7 @@ class Team(Agent[OutputT]):
             guards: the router's guards.
             settings: the router's sampling settings.
             **options: ``max_attempts``, ``retry_backoff_s``, ``worker_timeout_s``,
-                ``lease_s``, ``recursion_limit`` (see :class:`~foreperson.teams.Router`).
+                ``stale_after``, ``recursion_limit`` (see :class:`~foreperson.teams.Router`).
 
         Returns:
             The team.
@@ -197,7 +197,7 @@ class Team(Agent[OutputT]):
             name: the team's name (default ``"pipeline"``).
             store: where the stages are recorded.
             **options: ``max_attempts``, ``retry_backoff_s``, ``worker_timeout_s``,
-                ``lease_s`` (see :class:`~foreperson.teams.Pipeline`).
+                ``stale_after`` (see :class:`~foreperson.teams.Pipeline`).
 
         Returns:
             The team.

@@ -27,6 +27,7 @@ import os
 import signal
 import socket
 import sys
+import warnings
 from typing import Any
 
 import anyio
@@ -162,9 +163,10 @@ def default_worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def process_supervisor(store: TaskStore, worker: Worker, *, stale_after_s: float = DEFAULT_LEASE_S,
-                       prefetch: int | None = None,
-                       retention: Retention | None = None) -> Supervisor:
+def process_supervisor(store: TaskStore, worker: Worker, *,
+                       stale_after: float = DEFAULT_LEASE_S, prefetch: int | None = None,
+                       retention: Retention | None = None,
+                       stale_after_s: float | None = None) -> Supervisor:
     """The supervisor one worker process runs around its worker.
 
     Pull mode: the process claims for itself, only kinds ``worker`` can do, only into
@@ -176,7 +178,7 @@ def process_supervisor(store: TaskStore, worker: Worker, *, stale_after_s: float
     Args:
         store: the shared store.
         worker: the process's worker (``concurrency`` slots).
-        stale_after_s: seconds without a heartbeat before a task is reclaimed.
+        stale_after: seconds without a heartbeat before a task is reclaimed.
         prefetch: most tasks held beyond the slots; default :data:`PROCESS_PREFETCH`, or
             the concurrency when more. One per slot is always allowed; more only as many
             as the slots finish in :data:`~foreperson.work.dispatcher.LOOK_AHEAD_S` (short
@@ -184,12 +186,17 @@ def process_supervisor(store: TaskStore, worker: Worker, *, stale_after_s: float
             prefetched task costs no attempt, and one waiting more than 2 s is given back.
         retention: prune old finished work while serving (``foreperson worker
             --retain``); None: never.
+        stale_after_s: the deprecated name of ``stale_after``.
 
     Returns:
         the supervisor, with ``worker`` registered.
     """
+    if stale_after_s is not None:
+        warnings.warn("process_supervisor(stale_after_s=) is now stale_after=; "
+                      "stale_after_s will be removed", DeprecationWarning, stacklevel=2)
+        stale_after = stale_after_s
     prefetch = max(worker.concurrency, PROCESS_PREFETCH) if prefetch is None else prefetch
-    supervisor = Supervisor(store, pull=True, stale_after=stale_after_s, prefetch=prefetch,
+    supervisor = Supervisor(store, pull=True, stale_after=stale_after, prefetch=prefetch,
                             claim_batch=worker.slots + prefetch * (worker.batch_size or 1),
                             kinds=worker.can_do, retention=retention)
     supervisor.register(worker)
