@@ -7,7 +7,7 @@ import pytest
 
 from foreperson import GiveUp
 from foreperson.errors import InvalidPlan, TaskFailed
-from foreperson.work import MemoryStore, Status, Supervisor, Task, Worker, current_task
+from foreperson.work import MemoryStore, Status, Supervisor, Task, TaskHandle, Worker, current_task
 
 pytestmark = pytest.mark.anyio
 
@@ -72,7 +72,7 @@ async def test_eight_slots_eight_parents_each_awaiting_two_children_never_deadlo
             await anyio.sleep(0.01)
             return task.payload["n"] * 10
         ctx = current_task()
-        handles = await ctx.submit(Task("child", {"n": 1}), Task("child", {"n": 2}))
+        handles = await ctx.submit_many([Task("child", {"n": 1}), Task("child", {"n": 2})])
         return [await h.result(timeout_s=20) for h in handles]
 
     sup = Supervisor(MemoryStore())
@@ -92,7 +92,7 @@ async def test_blocking_parents_await_children_without_holding_their_threads():
         if task.kind == "child":
             return task.payload["n"] + 1
         ctx = current_task()
-        (handle,) = ctx.submit_sync(Task("child", {"n": task.payload["n"]}))
+        handle = ctx.submit_sync(Task("child", {"n": task.payload["n"]}))
         return handle.result_sync(timeout_s=20)
 
     sup = Supervisor(MemoryStore())
@@ -157,7 +157,7 @@ async def test_a_dead_child_ends_its_parent_dead_and_finished_children_run_once(
                 raise GiveUp("child 2 cannot be done")
             return task.payload["n"]
         ctx = current_task()
-        handles = await ctx.submit(Task("child", {"n": 1}), Task("child", {"n": 2}))
+        handles = await ctx.submit_many([Task("child", {"n": 1}), Task("child", {"n": 2})])
         return [await h.result(timeout_s=20) for h in handles]
 
     sup = Supervisor(MemoryStore(), backoff_base_s=0.01)
@@ -182,8 +182,8 @@ async def test_a_retried_parent_finds_the_children_it_already_submitted():
             return task.payload["n"] * 10
         attempts.append(task.attempts)
         ctx = current_task()
-        first, second = await ctx.submit(Task("child", {"n": 1}),
-                                         Task("child", {"n": 2}, depends_on=[]))
+        first, second = await ctx.submit_many([Task("child", {"n": 1}),
+                                               Task("child", {"n": 2}, depends_on=[])])
         results = [await first.result(timeout_s=20), await second.result(timeout_s=20)]
         if len(attempts) == 1:
             raise TimeoutError("the parent's own upstream timed out")
@@ -196,3 +196,27 @@ async def test_a_retried_parent_finds_the_children_it_already_submitted():
         await sup.run()
     assert sup.tasks["p"].result == [10, 20] and attempts == [1, 2]
     assert sorted(runs) == [1, 2]                       # not run again on the retry
+
+
+async def test_submit_returns_one_handle_as_the_supervisors_does_and_the_old_shapes_warn():
+    seen: dict[str, object] = {}
+
+    async def work(task: Task) -> object:
+        if task.kind == "child":
+            return task.payload["n"]
+        ctx = current_task()
+        one = await ctx.submit(Task("child", {"n": 1}))
+        seen["one"] = one
+        with pytest.warns(DeprecationWarning, match="submit_many"):
+            several = await ctx.submit(Task("child", {"n": 2}), Task("child", {"n": 3}))
+        with pytest.warns(DeprecationWarning, match="returns the handle itself"):
+            (unpacked,) = await ctx.submit(Task("child", {"n": 4}))
+        return [await h.result(timeout_s=20) for h in (one, *several, unpacked)]
+
+    sup = Supervisor(MemoryStore())
+    sup.register(Worker("w", {"parent", "child"}, fn=work, concurrency=4))
+    with anyio.fail_after(30):
+        async with sup.serving():
+            handle = await sup.submit(Task("parent", id="p"))
+            assert await handle.result(timeout_s=20) == [1, 2, 3, 4]
+    assert isinstance(seen["one"], TaskHandle) and isinstance(handle, TaskHandle)

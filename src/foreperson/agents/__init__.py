@@ -57,6 +57,7 @@ from ._guards import (
     ask_later,
 )
 from ._state import RunContext, RunOptions
+from ._thread import Thread
 from ._tools import Tool, tool
 
 __all__ = [
@@ -84,6 +85,7 @@ __all__ = [
     "RunResult",
     "StopReason",
     "TextDeltaEvent",
+    "Thread",
     "Tool",
     "ToolCallEvent",
     "ToolResultEvent",

@@ -7,10 +7,11 @@ import time
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from contextlib import aclosing
 from dataclasses import replace
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, cast
 
 import anyio
 from pydantic import BaseModel
+from typing_extensions import TypeVar
 
 from ..errors import AccessDenied, ConfigurationError, first_error
 from ..models import Message, Model, ModelSettings, SystemMessage, UserMessage, infer_model
@@ -27,13 +28,17 @@ from ._state import (
 )
 from ._steps import RunParked
 from ._telemetry import end_run, run_span
+from ._thread import Thread, continued
 from ._tools import Tool, as_tool
 
 __all__ = ["Agent"]
 
 OutputT = TypeVar("OutputT")
+ResultT = TypeVar("ResultT", bound=RunResult[Any], default=RunResult[OutputT], covariant=True)
+"""What the entry points return: :class:`RunResult`, or a subclass an agent kind narrows
+it to (a :class:`~foreperson.teams.Team` returns a ``TeamResult``)."""
 
-class Agent(Generic[OutputT]):
+class Agent(Generic[OutputT, ResultT]):
     """An LLM that follows instructions, calls tools, and answers: text, or a validated
     pydantic object when ``output_type`` is given.
 
@@ -225,16 +230,19 @@ class Agent(Generic[OutputT]):
         self,
         prompt: str,
         *,
+        thread: Thread | None = None,
         user_id: str | None = None,
         run_id: str | None = None,
         message_history: Sequence[Message] | None = None,
         options: RunOptions | None = None,
         runtime: DurableRuntime | None = None,
-    ) -> RunResult[OutputT]:
+    ) -> ResultT:
         """Run the agent on one prompt until it answers or a guard stops it.
 
         Args:
             prompt: the user's message.
+            thread: a conversation to continue (:class:`Thread`); the run's messages
+                are left in it (``thread`` or ``message_history``, not both).
             user_id: the user the run serves; tools see it through ``RunContext``.
             run_id: the run's id (default a new one from ``options.ids``). With a
                 journaled step runner, running again with the same id replays the
@@ -274,9 +282,19 @@ class Agent(Generic[OutputT]):
                 type, or an unregistered stop reason or audit kind was used.
             Exception: what a hook, guardrail or approval handler raised.
         """
+        history = continued(thread, message_history)
         if runtime is not None:
-            return await self._durable(runtime, prompt, user_id=user_id, run_id=run_id,
-                                       message_history=message_history, options=options)
+            result = await self._durable(runtime, prompt, user_id=user_id, run_id=run_id,
+                                         message_history=history, options=options)
+        else:
+            result = await self._run_here(prompt, user_id=user_id, run_id=run_id,
+                                          message_history=history, options=options)
+        return self._finished(result, thread)
+
+    async def _run_here(self, prompt: str, *, user_id: str | None, run_id: str | None,
+                        message_history: Sequence[Message] | None,
+                        options: RunOptions | None) -> RunResult[Any]:
+        """The run in this process, with the seams of ``options``."""
         ctx = self.new_context(prompt, user_id=user_id, run_id=run_id,
                                message_history=message_history,
                                options=options if options is not None else DEFAULT_OPTIONS)
@@ -289,6 +307,27 @@ class Agent(Generic[OutputT]):
         assert result is not None
         return result
 
+    def _finished(self, result: RunResult[Any], thread: Thread | None) -> ResultT:
+        """``result`` as this kind of agent returns it (:meth:`shape_result`), recorded
+        in ``thread``."""
+        if thread is not None:
+            thread.record(result)
+        return cast(ResultT, self.shape_result(result))
+
+    def shape_result(self, result: RunResult[Any]) -> RunResult[Any]:
+        """The result an entry point returns, from a run's: itself here; a kind of
+        agent that returns a richer result (a :class:`~foreperson.teams.Team`'s
+        ``TeamResult``) overrides it, so its ``run``, ``run_sync``, ``resume``,
+        ``resume_sync`` and ``stream`` need no override of their own.
+
+        Args:
+            result: what the run returned.
+
+        Returns:
+            The result to return.
+        """
+        return result
+
     async def _durable(
         self,
         runtime: DurableRuntime,
@@ -298,15 +337,15 @@ class Agent(Generic[OutputT]):
         run_id: str | None,
         message_history: Sequence[Message] | None,
         options: RunOptions | None,
-    ) -> RunResult[OutputT]:
-        """The run inside a runtime's session (``Agent.run`` itself, not an override)."""
+    ) -> RunResult[Any]:
+        """The run inside a runtime's session."""
         async with runtime.open_run(self, prompt=prompt, run_id=run_id, user_id=user_id,
                                     message_history=message_history,
                                     options=options) as session:
-            result = await Agent.run(self, session.prompt, user_id=session.user_id,
-                                     run_id=session.run_id,
-                                     message_history=session.message_history,
-                                     options=session.options)
+            result = await self._run_here(session.prompt, user_id=session.user_id,
+                                          run_id=session.run_id,
+                                          message_history=session.message_history,
+                                          options=session.options)
             session.result = result
         return result
 
@@ -317,7 +356,7 @@ class Agent(Generic[OutputT]):
         runtime: DurableRuntime,
         user_id: str | None = None,
         options: RunOptions | None = None,
-    ) -> RunResult[OutputT]:
+    ) -> ResultT:
         """Continue a durable run from its journal: every finished step (model call,
         tool call, approval, spawn, delegation, at every level of nesting) returns its
         recorded result without being executed again, and only the unfinished ones run
@@ -344,8 +383,9 @@ class Agent(Generic[OutputT]):
                 cannot read.
             ModelError, OutputValidationError: as :meth:`run`.
         """
-        return await self._durable(runtime, None, user_id=user_id, run_id=run_id,
-                                   message_history=None, options=options)
+        return self._finished(await self._durable(runtime, None, user_id=user_id,
+                                                  run_id=run_id, message_history=None,
+                                                  options=options), None)
 
     def resume_sync(
         self,
@@ -354,7 +394,7 @@ class Agent(Generic[OutputT]):
         runtime: DurableRuntime,
         user_id: str | None = None,
         options: RunOptions | None = None,
-    ) -> RunResult[OutputT]:
+    ) -> ResultT:
         """:meth:`resume` for code without an event loop (see :meth:`run_sync`).
 
         Raises:
@@ -365,7 +405,7 @@ class Agent(Generic[OutputT]):
         self._refuse_running_loop("resume_sync")
         from ..models import run_blocking
 
-        async def run() -> RunResult[OutputT]:
+        async def run() -> ResultT:
             return await self.resume(run_id, runtime=runtime, user_id=user_id,
                                      options=options)
 
@@ -384,12 +424,13 @@ class Agent(Generic[OutputT]):
         self,
         prompt: str,
         *,
+        thread: Thread | None = None,
         user_id: str | None = None,
         run_id: str | None = None,
         message_history: Sequence[Message] | None = None,
         options: RunOptions | None = None,
         runtime: DurableRuntime | None = None,
-    ) -> RunResult[OutputT]:
+    ) -> ResultT:
         """:meth:`run` for code without an event loop (scripts, the CLI, worker threads).
 
         The run goes to one long-lived event loop in a background thread, shared by every
@@ -401,6 +442,7 @@ class Agent(Generic[OutputT]):
 
         Args:
             prompt: as :meth:`run`.
+            thread: as :meth:`run`.
             user_id: as :meth:`run`.
             run_id: as :meth:`run`.
             message_history: as :meth:`run`.
@@ -419,23 +461,24 @@ class Agent(Generic[OutputT]):
 
         self._refuse_running_loop("run_sync")
 
-        async def run() -> RunResult[OutputT]:
-            return await self.run(prompt, user_id=user_id, run_id=run_id,
+        async def run() -> ResultT:
+            return await self.run(prompt, thread=thread, user_id=user_id, run_id=run_id,
                                   message_history=message_history, options=options,
                                   runtime=runtime)
 
         return run_blocking(run, close_at_exit=self.model)
 
-    async def stream(  # noqa: C901 - one branch per way a streamed run ends (left early, parked, failed)
+    async def stream(
         self,
         prompt: str,
         *,
+        thread: Thread | None = None,
         user_id: str | None = None,
         run_id: str | None = None,
         message_history: Sequence[Message] | None = None,
         options: RunOptions | None = None,
         runtime: DurableRuntime | None = None,
-    ) -> AsyncGenerator[AgentEvent, None]:
+    ) -> AsyncGenerator[AgentEvent | Any, None]:
         """Run the agent and yield its events as they happen; model text is streamed.
 
         The events of runs nested in this one (a worker run from inside a tool, started
@@ -448,6 +491,8 @@ class Agent(Generic[OutputT]):
 
         Args:
             prompt: as :meth:`run`.
+            thread: as :meth:`run` (the run's messages are left in it at its
+                :class:`FinalEvent`).
             user_id: as :meth:`run`.
             run_id: as :meth:`run`.
             message_history: as :meth:`run`.
@@ -465,14 +510,31 @@ class Agent(Generic[OutputT]):
         Raises:
             As :meth:`run`.
         """
+        last: Any = None
+        events = self._stream(prompt, user_id=user_id, run_id=run_id,
+                              message_history=continued(thread, message_history),
+                              options=options, runtime=runtime)
+        async with aclosing(events):
+            async for event in events:
+                last = event
+                yield event
+        if thread is not None and isinstance(last, FinalEvent):
+            thread.record(last.result)
+
+    async def _stream(  # noqa: C901 - one branch per way a streamed run ends (left early, parked, failed)
+        self, prompt: str, *, user_id: str | None, run_id: str | None,
+        message_history: Sequence[Message] | None, options: RunOptions | None,
+        runtime: DurableRuntime | None,
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """:meth:`stream` without the thread."""
         if runtime is not None:
             async with runtime.open_run(self, prompt=prompt, run_id=run_id, user_id=user_id,
                                         message_history=message_history,
                                         options=options) as session:
-                events = Agent.stream(self, session.prompt, user_id=session.user_id,
+                events = self._stream(session.prompt, user_id=session.user_id,
                                       run_id=session.run_id,
                                       message_history=session.message_history,
-                                      options=session.options)
+                                      options=session.options, runtime=None)
                 async with aclosing(events):
                     async for event in events:
                         if isinstance(event, FinalEvent) and event.level == 0:

@@ -28,12 +28,13 @@ from ._check import load_spec
 from ._fields import CONTEXT_VALUE_CAP, FieldSpec
 from ._machine import Machine
 from ._render import render_dot, render_mermaid
-from ._result import MachineResult, StopReason, Transition, Write
+from ._result import MACHINE_STOP_REASONS, MachineResult, StopReason, Transition, Write
 from ._spec import Action, AgentSpec, Edge, MachineSpec, Policy, Requirement, StateSpec
 from ._summon import UPDATE_CONTEXT, AgentSummoner, ContextWriter, Summoner, SummonResult, Summons
 from ._tasks import SUMMONS_LEASE_S, TaskSummoner, summons_app, summons_kind
 
 __all__ = [
+    "MACHINE_STOP_REASONS",
     "CONTEXT_VALUE_CAP",
     "SUMMONS_LEASE_S",
     "UPDATE_CONTEXT",

@@ -1,7 +1,8 @@
-"""What a state-machine run returns: :class:`MachineResult`, with :data:`StopReason` (why
-the run ended) and its trace, one :class:`Transition` per transition taken, each with the
-:class:`Write` values made in the state it left. Each converts to and from JSON (the
-journal's checkpoints and ``end`` step, ``fsm run --json``).
+"""What a state-machine run returns: :class:`MachineResult`, with its stop reason (one of
+:data:`MACHINE_STOP_REASONS`, in the one vocabulary every run uses) and its trace, one
+:class:`Transition` per transition taken, each with the :class:`Write` values made in
+the state it left. Each converts to and from JSON (the journal's checkpoints and ``end``
+step, ``fsm run --json``).
 """
 
 from __future__ import annotations
@@ -11,21 +12,32 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from ..agents import STOP_REASONS, StopReason
 from ..models import Usage
 from ._summon import usage_json
 
-__all__ = ["MachineResult", "StopReason", "Transition", "Write"]
+__all__ = ["MACHINE_STOP_REASONS", "MachineResult", "StopReason", "Transition", "Write"]
 
-StopReason = Literal[
-    "completed",
-    "max_iterations",
-    "max_exchanges_per_stage",
-    "max_exchanges_per_agent_per_stage",
-    "no_transition",
-]
-"""Why a run ended: ``"completed"`` (a terminal state was reached), a policy cap
-(seed 003's ``maxIterations``, ``maxExchangesPerStage``, ``maxExchangesPerAgentPerStage``),
-or ``"no_transition"`` (every requirement was met but no transition's guards held)."""
+# one vocabulary of stop reasons for every kind of run (agents, teams, state machines):
+# the machine's own are registered beside the agent layer's and the teams layer's
+for _name, _meaning in (
+        ("max_iterations", "a state machine took maxIterations transitions (seed 003)"),
+        ("max_exchanges_per_stage", "a state machine's stage used maxExchangesPerStage "
+                                    "summons (seed 003)"),
+        ("max_exchanges_per_agent_per_stage", "a state machine asked one agent "
+                                              "maxExchangesPerAgentPerStage times in one "
+                                              "stage (seed 003)"),
+        ("no_transition", "a state machine had every requirement met but no transition's "
+                          "guards held")):
+    STOP_REASONS.register(_name, _meaning)
+
+MACHINE_STOP_REASONS = ("completed", "max_iterations", "max_exchanges_per_stage",
+                        "max_exchanges_per_agent_per_stage", "no_transition")
+"""The stop reasons a state-machine run ends with (:data:`StopReason` values, in
+:data:`~foreperson.agents.STOP_REASONS`): ``"completed"`` (a terminal state was
+reached), a policy cap (seed 003's ``maxIterations``, ``maxExchangesPerStage``,
+``maxExchangesPerAgentPerStage``), or ``"no_transition"`` (every requirement was met but
+no transition's guards held)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ expires and run again). Any process running :func:`summons_app` for the machine'
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -78,15 +79,20 @@ class TaskSummoner:
         machine: the machine's name.
         max_attempts: attempts per summons before it is DEAD (default 3; model errors
             are already retried inside each attempt by the model's retry wrapper).
-        lease_s: each summons task's lease, seconds (default 90).
+        stale_after: each summons task's lease, seconds (default 90).
+        lease_s: the deprecated name of ``stale_after``.
     """
 
     def __init__(self, supervisor: Supervisor, machine: str, *, max_attempts: int = 3,
-                 lease_s: float = SUMMONS_LEASE_S) -> None:
+                 stale_after: float = SUMMONS_LEASE_S, lease_s: float | None = None) -> None:
+        if lease_s is not None:
+            warnings.warn("TaskSummoner(lease_s=) is now stale_after=; lease_s will be "
+                          "removed", DeprecationWarning, stacklevel=2)
+            stale_after = lease_s
         self.supervisor = supervisor
         self.machine = machine
         self.max_attempts = max_attempts
-        self.lease_s = lease_s
+        self.stale_after = stale_after
 
     async def summon(self, summons: Summons) -> SummonResult:
         """Submit ``summons`` as a task and return its result.
@@ -98,7 +104,7 @@ class TaskSummoner:
         """
         task = Task(summons_kind(self.machine, summons.agent), summons.to_json(),
                     id=f"{summons.run_id}/{summons.key}", run_id=summons.run_id,
-                    max_attempts=self.max_attempts, stale_after=self.lease_s)
+                    max_attempts=self.max_attempts, stale_after=self.stale_after)
         # a summons that is DEAD was left by an earlier attempt of this run (a key is
         # summoned once per run): resuming the run asks for it again
         await anyio.to_thread.run_sync(revive_dead, self.supervisor.store, task.id)

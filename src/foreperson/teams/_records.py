@@ -10,14 +10,13 @@ appended messages out (:class:`Delegation`).
 from __future__ import annotations
 
 import functools
-import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, create_model
 
-from ..agents import AUDIT_KINDS, STOP_REASONS, RunResult
+from ..agents import AUDIT_KINDS, STOP_REASONS, RunResult, Thread
 from ..agents.steps import StepCodec
 from ..models import MESSAGES_ADAPTER, Message, Usage
 
@@ -270,34 +269,3 @@ class TeamResult(RunResult[OutputT]):
         base = {f.name: getattr(result, f.name) for f in fields(RunResult)}
         base.update(team)
         return cls(**base)
-
-
-@dataclass
-class Thread:
-    """A conversation a team (or any agent) continues across runs:
-    ``team.run(prompt, thread=thread)`` starts from its messages and leaves the run's
-    messages in it.
-
-    Seed 004: every follow-up on a thread starts at the supervisor again (3 more model
-    calls per follow-up for a flat supervisor on the outage request, 5 in the two-team
-    hierarchy).
-
-    Attributes:
-        id: the thread's id (default a random 32-hex id).
-        messages: the conversation so far, system message first; empty before the
-            first run.
-        runs: the ids of the runs made on it, in order.
-    """
-
-    id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    messages: list[Message] = field(default_factory=list)
-    runs: list[str] = field(default_factory=list)
-
-    def record(self, result: RunResult[Any]) -> None:
-        """Keep a finished run's conversation as the thread's.
-
-        Args:
-            result: the run's result.
-        """
-        self.messages = list(result.messages)
-        self.runs.append(result.run_id)

@@ -4,11 +4,10 @@ forms are interchangeable"), plus conversation threads and a Mermaid drawing."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ..agents import Agent, AgentEvent, FinalEvent, Guards, RunOptions, RunResult, Tool
-from ..agents.steps import DurableRuntime
+from ..agents import Agent, Guards, RunResult, Tool
 from ..errors import ConfigurationError
 from ..models import (
     Message,
@@ -20,7 +19,7 @@ from ..models import (
 )
 from ..work import TaskStore
 from ._mermaid import mermaid
-from ._records import TeamResult, Thread
+from ._records import TeamResult
 from ._router import Decide, Finalize, Router
 from ._shapes import Parallel, Pipeline
 from ._supervisor import TeamSupervisor
@@ -60,7 +59,7 @@ class _NoModel(ModelBase):
             "a model if its architecture needs one")
 
 
-class Team(Agent[OutputT]):
+class Team(Agent[OutputT, TeamResult[OutputT]]):
     """A team of agents that is itself an agent: it runs with ``run`` / ``run_sync`` /
     ``stream`` and can be a worker of another team.
 
@@ -69,7 +68,9 @@ class Team(Agent[OutputT]):
     seed 004), :meth:`pipeline` (a fixed sequence) or :meth:`parallel` (a fan-out and a
     merge). ``Team.supervisor(workers=..., instructions=..., model=...)`` is exactly
     ``Agent(instructions, model=..., architecture=TeamSupervisor(workers=...))``; a Team
-    adds only conversation threads (``thread=``) and :meth:`mermaid`.
+    adds only its result type (:meth:`shape_result`: every entry point returns a
+    :class:`~foreperson.teams.TeamResult`) and :meth:`mermaid`. Every follow-up on a
+    conversation :class:`~foreperson.agents.Thread` starts at the supervisor again.
 
     Example::
 
@@ -233,173 +234,18 @@ class Team(Agent[OutputT]):
 
     # --- runs with threads ----------------------------------------------------------------
 
-    @staticmethod
-    def _history(thread: Thread | None, message_history: Sequence[Message] | None
-                 ) -> Sequence[Message] | None:
-        if thread is None:
-            return message_history
-        if message_history is not None:
-            raise ConfigurationError("give a run thread= or message_history=, not both")
-        if not isinstance(thread, Thread):
-            raise ConfigurationError(f"thread= takes a Thread, got {type(thread).__name__}")
-        return thread.messages or None
-
-    async def run(
-        self,
-        prompt: str,
-        *,
-        thread: Thread | None = None,
-        user_id: str | None = None,
-        run_id: str | None = None,
-        message_history: Sequence[Message] | None = None,
-        options: RunOptions | None = None,
-        runtime: DurableRuntime | None = None,
-    ) -> TeamResult[OutputT]:
-        """Run the team on one request (see :meth:`Agent.run`).
+    def shape_result(self, result: RunResult[Any]) -> TeamResult[Any]:
+        """A team run's result as a :class:`~foreperson.teams.TeamResult` (its route
+        log, delegations and counters), so ``run``, ``run_sync``, ``stream``, ``resume``
+        and ``resume_sync`` return one.
 
         Args:
-            prompt: the request.
-            thread: a conversation to continue; the run's messages are left in it. Every
-                follow-up starts at the supervisor again.
-            user_id: as :meth:`Agent.run`.
-            run_id: as :meth:`Agent.run`.
-            message_history: as :meth:`Agent.run` (``message_history`` or ``thread``,
-                not both).
-            options: as :meth:`Agent.run`.
-            runtime: as :meth:`Agent.run`. With a runtime, every delegation is journaled
-                and recorded as a task in the runtime's store, and the workers (nested
-                teams and spawned workers too) run under it.
+            result: what the run returned.
 
         Returns:
-            The :class:`~foreperson.teams.TeamResult`.
-
-        Raises:
-            ConfigurationError: both ``thread`` and ``message_history``.
-            RecursionLimitExceeded: the backstop.
-            ModelError: as :meth:`Agent.run`.
+            The team result.
         """
-        result = await super().run(prompt, user_id=user_id, run_id=run_id,
-                                   message_history=self._history(thread, message_history),
-                                   options=options, runtime=runtime)
-        if thread is not None:
-            thread.record(result)
         return _team_result(result)
-
-    async def resume(
-        self,
-        run_id: str,
-        *,
-        runtime: DurableRuntime,
-        user_id: str | None = None,
-        options: RunOptions | None = None,
-    ) -> TeamResult[OutputT]:
-        """Continue a durable team run from its journal (see :meth:`Agent.resume`):
-        finished delegations return their recorded results without running their worker
-        again, an unfinished one runs again and replays its own finished steps, and
-        spawned workers are rebuilt under the same role and id.
-
-        Args:
-            run_id: as :meth:`Agent.resume`.
-            runtime: as :meth:`Agent.resume`.
-            user_id: as :meth:`Agent.resume`.
-            options: as :meth:`Agent.resume`.
-
-        Returns:
-            The :class:`~foreperson.teams.TeamResult`.
-
-        Raises:
-            As :meth:`Agent.resume`.
-        """
-        return _team_result(await super().resume(run_id, runtime=runtime, user_id=user_id,
-                                                 options=options))
-
-    def resume_sync(
-        self,
-        run_id: str,
-        *,
-        runtime: DurableRuntime,
-        user_id: str | None = None,
-        options: RunOptions | None = None,
-    ) -> TeamResult[OutputT]:
-        """:meth:`resume` for code without an event loop.
-
-        Raises:
-            RuntimeError: called inside a running event loop.
-        """
-        return _team_result(super().resume_sync(run_id, runtime=runtime, user_id=user_id,
-                                                options=options))
-
-    def run_sync(
-        self,
-        prompt: str,
-        *,
-        thread: Thread | None = None,
-        user_id: str | None = None,
-        run_id: str | None = None,
-        message_history: Sequence[Message] | None = None,
-        options: RunOptions | None = None,
-        runtime: DurableRuntime | None = None,
-    ) -> TeamResult[OutputT]:
-        """:meth:`run` for code without an event loop.
-
-        Args:
-            prompt: as :meth:`run`.
-            thread: as :meth:`run`.
-            user_id: as :meth:`run`.
-            run_id: as :meth:`run`.
-            message_history: as :meth:`run`.
-            options: as :meth:`run`.
-            runtime: as :meth:`run`.
-
-        Returns:
-            As :meth:`run`.
-
-        Raises:
-            RuntimeError: called inside a running event loop.
-        """
-        result = super().run_sync(prompt, user_id=user_id, run_id=run_id,
-                                  message_history=self._history(thread, message_history),
-                                  options=options, runtime=runtime)
-        if thread is not None:
-            thread.record(result)
-        return _team_result(result)
-
-    async def stream(
-        self,
-        prompt: str,
-        *,
-        thread: Thread | None = None,
-        user_id: str | None = None,
-        run_id: str | None = None,
-        message_history: Sequence[Message] | None = None,
-        options: RunOptions | None = None,
-        runtime: DurableRuntime | None = None,
-    ) -> AsyncGenerator[AgentEvent | Any, None]:
-        """Run the team and yield its events live (see :meth:`Agent.stream`): the team
-        events (:data:`~foreperson.teams.TeamEvent`) and every worker's own, while they
-        run; the team's :class:`~foreperson.agents.FinalEvent` comes last.
-
-        Args:
-            prompt: as :meth:`run`.
-            thread: as :meth:`run`.
-            user_id: as :meth:`run`.
-            run_id: as :meth:`run`.
-            message_history: as :meth:`run`.
-            options: as :meth:`run`.
-            runtime: as :meth:`run`.
-
-        Yields:
-            Events; see :data:`~foreperson.teams.TEAM_EVENTS_ADAPTER` to serialise them.
-        """
-        last: Any = None
-        async for event in super().stream(
-                prompt, user_id=user_id, run_id=run_id,
-                message_history=self._history(thread, message_history), options=options,
-                runtime=runtime):
-            last = event
-            yield event
-        if thread is not None and isinstance(last, FinalEvent):
-            thread.record(last.result)
 
     # --- drawing --------------------------------------------------------------------------
 

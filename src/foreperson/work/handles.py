@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+import warnings
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -193,6 +194,14 @@ class TaskHandle:
 
     def __repr__(self) -> str:
         return f"TaskHandle({self.task_id!r}, done={self.done})"
+
+    def __iter__(self) -> Iterator[TaskHandle]:
+        """Deprecated: ``(handle,) = await current_task().submit(task)``, from when that
+        returned a list, still unpacks (with a warning); ``submit`` returns the handle."""
+        warnings.warn("current_task().submit(task) returns the handle itself now: write "
+                      "`handle = await ...submit(task)`, not `(handle,) = ...`",
+                      DeprecationWarning, stacklevel=2)
+        yield self
 
     @property
     def done(self) -> bool:

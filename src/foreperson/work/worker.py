@@ -17,10 +17,11 @@ import functools
 import inspect
 import json
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+import warnings
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import anyio
 import anyio.from_thread
@@ -148,11 +149,18 @@ class TaskContext:
             out[dep] = record.result if record is not None else None
         return out
 
-    async def submit(self, *tasks: Task) -> list[TaskHandle]:
-        """Submit child tasks into this task's run (``parent_id`` = this task) and get
-        their handles. Awaiting a handle lends this task's worker slot to other work
-        until the child finishes, so parents waiting on children never hold every
-        slot hostage (async task functions; a blocking one uses :meth:`submit_sync`).
+    @overload
+    async def submit(self, task: Task, /) -> TaskHandle: ...
+
+    @overload
+    async def submit(self, task: Task, second: Task, /, *more: Task) -> list[TaskHandle]: ...
+
+    async def submit(self, task: Task, /, *more: Task) -> TaskHandle | list[TaskHandle]:
+        """Submit a child task into this task's run (``parent_id`` = this task) and get
+        its handle, as :meth:`Supervisor.submit` does. Awaiting the handle lends this
+        task's worker slot to other work until the child finishes, so parents waiting
+        on children never hold every slot hostage (async task functions; a blocking one
+        uses :meth:`submit_sync`).
 
         Children get ids derived from this task's id and their order
         (``<task id>/1``, ``/2`` …; ``depends_on`` among them is rewritten to match): a
@@ -161,13 +169,36 @@ class TaskContext:
         ``result()`` raise :class:`~foreperson.errors.TaskFailed`, which is not retried:
         the parent goes DEAD too, with the child's error.
 
+        Args:
+            task: the child.
+            *more: deprecated: several children at once return a list; use
+                :meth:`submit_many`.
+
         Returns:
-            one :class:`~foreperson.work.handles.TaskHandle` per task, in order.
+            the child's :class:`~foreperson.work.handles.TaskHandle`.
 
         Raises:
             RunError: the task is not run by :meth:`Supervisor.run` (seed 000's
                 threaded wiring cannot await children).
             InvalidPlan: a kind no worker can do, an unknown dependency, a cycle.
+        """
+        if more:
+            warnings.warn("current_task().submit(a, b, ...) with several tasks is now "
+                          "submit_many([a, b, ...]); submit(task) returns one handle, as "
+                          "Supervisor.submit does", DeprecationWarning, stacklevel=2)
+            return await self.submit_many([task, *more])
+        (handle,) = await self.submit_many([task])
+        return handle
+
+    async def submit_many(self, tasks: Sequence[Task]) -> list[TaskHandle]:
+        """:meth:`submit` for several children, stored in one transaction (dependencies
+        among them allowed), as :meth:`Supervisor.submit_many` does.
+
+        Returns:
+            one handle per task, in order.
+
+        Raises:
+            RunError, InvalidPlan: as :meth:`submit`.
         """
         if self.runtime is None:
             raise RunError("child tasks can be submitted only from a task run by "
@@ -175,10 +206,26 @@ class TaskContext:
                            "dispatch_round() threads")
         return await self.runtime.submit_children(self.task, list(tasks), self)
 
-    def submit_sync(self, *tasks: Task) -> list[TaskHandle]:
+    @overload
+    def submit_sync(self, task: Task, /) -> TaskHandle: ...
+
+    @overload
+    def submit_sync(self, task: Task, second: Task, /, *more: Task) -> list[TaskHandle]: ...
+
+    def submit_sync(self, task: Task, /, *more: Task) -> TaskHandle | list[TaskHandle]:
         """:meth:`submit` from a blocking task function (it runs in a worker thread);
-        wait with ``handle.result_sync()``."""
-        return anyio.from_thread.run(lambda: self.submit(*tasks))
+        wait with ``handle.result_sync()``. Several tasks at once are deprecated: use
+        :meth:`submit_many_sync`."""
+        if more:
+            warnings.warn("current_task().submit_sync(a, b, ...) with several tasks is now "
+                          "submit_many_sync([a, b, ...])", DeprecationWarning, stacklevel=2)
+            return self.submit_many_sync([task, *more])
+        (handle,) = self.submit_many_sync([task])
+        return handle
+
+    def submit_many_sync(self, tasks: Sequence[Task]) -> list[TaskHandle]:
+        """:meth:`submit_many` from a blocking task function."""
+        return anyio.from_thread.run(lambda: self.submit_many(tasks))
 
     @contextmanager
     def lending_slot(self) -> Iterator[None]:
