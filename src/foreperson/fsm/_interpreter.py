@@ -29,11 +29,12 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
 
+from ..clock import Clock
 from ..errors import GuardError, RunError
 from ..journal import Journal, JournalDivergence, Step, request_digest
 from ..models import Usage
@@ -42,9 +43,6 @@ from ._fields import FieldSpec, context_block, is_set
 from ._result import MachineResult, StopReason, Transition, Write
 from ._spec import Action, Edge, MachineSpec, StateSpec
 from ._summon import Summoner, SummonResult, Summons, usage_json
-
-if TYPE_CHECKING:
-    from ._machine import Machine
 
 __all__ = ["CHECKPOINT_FORMAT"]
 
@@ -98,11 +96,11 @@ class _Stop(Exception):  # noqa: N818 - internal control flow
 class _Run:
     """The mutable state of one run."""
 
-    def __init__(self, machine: Machine, summoner: Summoner, store: Journal | None,
-                 run_id: str, request: str) -> None:
-        self.machine = machine
-        self.spec = machine.spec
-        self.spec_finite = machine._finite
+    def __init__(self, spec: MachineSpec, finite: frozenset[str], clock: Clock,
+                 summoner: Summoner, store: Journal | None, run_id: str, request: str) -> None:
+        self.spec = spec
+        self.spec_finite = finite           # states whose guards read enums and booleans only
+        self.clock = clock
         self.summoner = summoner
         self.store = store
         self.run_id = run_id
@@ -133,7 +131,7 @@ class _Run:
         self._summoned = []
         self._exchanges = {}
         self._entered_at = time.perf_counter()
-        self._entered_wall = self.machine.clock.now()
+        self._entered_wall = self.clock.now()
         self._replayed = False
         self._activation = None
 

@@ -182,7 +182,7 @@ class Machine:
 
     async def _start(self, request: str, summoner: Summoner, store: Journal | None,
                      run_id: str, values: dict[str, Any]) -> MachineResult:
-        run = _Run(self, summoner, store, run_id, request)
+        run = _Run(self.spec, self._finite, self.clock, summoner, store, run_id, request)
         run.context = values
         if store is not None:
             nonce = new_id()
@@ -286,7 +286,8 @@ class Machine:
 
     async def _continue(self, summoner: Summoner, owner: RunOwner, store: Journal,
                         run_id: str, start: Step, steps: list[Step]) -> MachineResult:
-        run = _Run(self, summoner, store, run_id, start.result["request"])
+        run = _Run(self.spec, self._finite, self.clock, summoner, store, run_id,
+                   start.result["request"])
         run.recorded = {s.key: s for s in steps if s.kind == _KIND_SUMMONS}
         checkpoints = [s.result for s in steps if s.kind == _KIND_CHECKPOINT]
         if checkpoints:

@@ -16,8 +16,9 @@ import time
 import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.from_thread
@@ -27,10 +28,7 @@ from ..errors import TaskFailed
 from .store import TaskStore, WakesOnWork
 from .task import Status, Task
 
-if TYPE_CHECKING:
-    from .worker import TaskContext
-
-__all__ = ["POLL_MAX_S", "TaskHandle", "Waiters", "as_completed"]
+__all__ = ["POLL_MAX_S", "LendsSlot", "TaskHandle", "Waiters", "as_completed"]
 
 POLL_MAX_S = 0.5
 """Longest delay, seconds, before a waiter asks the store again (stores without
@@ -176,6 +174,15 @@ class Waiters:
         self.deliver()
         return pending.outcome
 
+class LendsSlot(Protocol):
+    """What a handle needs of the task that submitted it (a
+    :class:`~foreperson.work.TaskContext`): its worker slot, lent while it waits."""
+
+    def lending_slot(self) -> AbstractContextManager[None]:
+        """While inside, the submitting task's worker slot serves other work."""
+        ...
+
+
 class TaskHandle:
     """A submitted task, to await (``await supervisor.submit(task)`` returns one).
 
@@ -185,7 +192,7 @@ class TaskHandle:
     """
 
     def __init__(self, waiters: Waiters, task: Task, *,
-                 context: TaskContext | None = None) -> None:
+                 context: LendsSlot | None = None) -> None:
         self.task_id = task.id
         self.run_id = task.run_id
         self._waiters = waiters

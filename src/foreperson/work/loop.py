@@ -19,10 +19,10 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.abc
@@ -39,16 +39,79 @@ from .task import Status, Task
 from .worker import Worker
 
 if TYPE_CHECKING:
-    from .handles import TaskHandle
-    from .supervisor import Supervisor
+    from .dispatcher import Dispatcher
+    from .handles import TaskHandle, Waiters
+    from .store import TaskStore
     from .worker import TaskContext
 
-__all__ = ["Outcome", "RunLoop", "RunReport"]
+__all__ = ["Outcome", "RunCounters", "RunLoop", "RunReport", "Supervises"]
 
 log = logging.getLogger("foreperson.supervisor")
 
 Outcome = tuple[Task, bool, Any]
 """``(task, succeeded, result or exception)`` of one finished attempt."""
+
+
+@dataclass
+class RunCounters:
+    """What happened during the current run (reset when a run starts)."""
+
+    retries: int = 0
+    reclaimed: int = 0
+    lease_lost: int = 0
+    parked: int = 0
+
+
+class Supervises(Protocol):
+    """What a :class:`RunLoop` needs of the supervisor it runs for (a
+    :class:`~foreperson.work.Supervisor`): its store and dispatcher, its settings, and
+    the one-transaction turn that settles and claims."""
+
+    store: TaskStore
+    dispatcher: Dispatcher
+    waiters: Waiters
+    counters: RunCounters
+    retention: Retention | None
+    stopping: bool
+    settled_last_turn: bool
+    heartbeat_every_s: float
+    prefetch: int
+    prefetch_wait_s: float
+
+    @property
+    def workers(self) -> dict[str, Worker]:
+        """The roster."""
+        ...
+
+    @property
+    def pull(self) -> bool:
+        """Whether workers claim for themselves."""
+        ...
+
+    def known_kinds(self) -> set[str]:
+        """Kinds some worker can do."""
+        ...
+
+    def heartbeat(self) -> None:
+        """Renew held leases when due."""
+        ...
+
+    def release(self, task: Task) -> None:
+        """Give one held task back."""
+        ...
+
+    def release_held(self) -> list[str]:
+        """Give back every held task."""
+        ...
+
+    def settle_and_claim(self, outcomes: list[Outcome],
+                         started: list[Task]) -> list[tuple[Worker, Task]]:
+        """One turn in one store transaction."""
+        ...
+
+    async def submit_many(self, tasks: Sequence[Task]) -> list[TaskHandle]:
+        """Store tasks and return handles."""
+        ...
 
 
 @dataclass
@@ -135,7 +198,7 @@ class RunLoop:
         idle_wait_s: longest pause, seconds, when nothing signals new work.
     """
 
-    def __init__(self, supervisor: Supervisor, *, until_finished: bool = True,
+    def __init__(self, supervisor: Supervises, *, until_finished: bool = True,
                  run_id: str | None = None,
                  progress: Callable[[StoreStats], None] | None = None,
                  progress_every_s: float = 0.5, idle_wait_s: float = 0.25) -> None:

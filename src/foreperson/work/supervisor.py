@@ -30,7 +30,6 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -44,7 +43,7 @@ from .dispatcher import Dispatcher
 from .handles import TaskHandle, Waiters, as_completed
 from .hold import BACKOFF_BASE_S, BACKOFF_CAP_S, error_text, retry_delay
 from .leases import DEFAULT_LEASE_S, RENEW_FRACTION
-from .loop import Outcome, RunLoop, RunReport
+from .loop import Outcome, RunCounters, RunLoop, RunReport
 from .retention import Retention
 from .store import BacksOffResources, CompletesAndClaims, StoreStats, TaskStore
 from .stores.memory import MemoryStore
@@ -55,16 +54,6 @@ from .worker import Worker
 __all__ = ["RunReport", "Supervisor", "TasksView"]
 
 log = logging.getLogger("foreperson.supervisor")
-
-
-@dataclass
-class _Counters:
-    """What happened during the current run (reset when a run starts)."""
-
-    retries: int = 0
-    reclaimed: int = 0
-    lease_lost: int = 0
-    parked: int = 0
 
 
 def _report_failure(status: Status, kind: str) -> None:
@@ -183,7 +172,7 @@ class Supervisor:
         self.dispatcher = Dispatcher(strategy, lease_s=self.stale_after, pull=pull,
                                      claim_batch=claim_batch)
         self.waiters = Waiters(self.store)
-        self.counters = _Counters()
+        self.counters = RunCounters()
         self.stopping = False
         self.settled_last_turn = True
         self._next_sweep = 0.0
@@ -691,7 +680,7 @@ class Supervisor:
             raise ConfigurationError("this supervisor is already running; submit to it, or "
                                      "use another Supervisor")
         self.stopping = False
-        self.counters = _Counters()
+        self.counters = RunCounters()
         self._loop = RunLoop(self, until_finished=until_finished, run_id=run_id,
                              progress=progress, progress_every_s=progress_every_s,
                              idle_wait_s=idle_wait_s)
