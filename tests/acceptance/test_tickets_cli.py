@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from foreperson.cli.tickets import default_names
+from foreperson.tickets.job import default_names
 from foreperson.tickets.language import LANGUAGES
 from foreperson.tickets.model import bundled_examples
 from foreperson.work import SqliteStore, Status

@@ -1,37 +1,35 @@
 """``foreperson tickets``: the nightly ticket job on a CSV / JSON / JSONL file.
 
-Every usage error is found before the model is trained (which takes seconds): the
-options, the input file, and whether ``--out`` and ``--db`` can be written.
+The command parses its options, refuses the combinations that cannot work, and calls the
+job's entry point (:func:`foreperson.tickets.job.run_tickets`), which finds every other
+usage error before the model is trained (which takes seconds): the input file, whether
+``--out`` and ``--db`` can be written, a re-run that does not match the earlier one. The
+command prints what the job tells it as it goes, its progress and the summary.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import time
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
-import anyio
 import typer
 
 if TYPE_CHECKING:
-    from ..tickets.job import JobProgress, JobReport, TicketJob
-    from ..tickets.model import Example
-    from ..tickets.reader import TicketFile
+    from ..tickets.job import JobProgress, JobReport, JobStart, TicketJob
+    from ..tickets.retention import EarlierRun
 
 from ..errors import ConfigurationError
 from ..work.leases import DEFAULT_LEASE_S
-from ..work.store import TaskStore
 from ._common import (
     DB_HELP,
     DSN_HELP,
     METRICS_HOST_HELP,
     METRICS_PORT_HELP,
-    open_store,
     redact,
     start_metrics,
 )
@@ -39,19 +37,6 @@ from ._common import (
 EXAMPLES_HELP = ("Your labelled tickets to train on (CSV/JSON/JSONL with text, label and "
                  "answer columns, e.g. a support export with its queue and the reply sent). "
                  "Default: the small demo set bundled with foreperson, for trying the job only.")
-
-
-def default_names(input_file: Path) -> tuple[str, str]:
-    """Default ``--db`` and ``--out`` for an input: its name and a hash of its full path,
-    in the current folder, so two inputs of one name (day1/tickets.csv, day2/tickets.csv)
-    never share a database or results file.
-
-    Returns:
-        ``(db, out)`` file names.
-    """
-    stem = input_file.name.rsplit(".", 1)[0] or "tickets"
-    digest = hashlib.sha256(str(input_file.resolve()).encode()).hexdigest()[:8]
-    return f"{stem}.{digest}.tasks.db", f"{stem}.{digest}.results.jsonl"
 
 
 def _check_options(*, input_file: Path | None, evaluate: bool, workers: int, db: str | None,
@@ -82,48 +67,9 @@ def _check_options(*, input_file: Path | None, evaluate: bool, workers: int, db:
     for wrong, message in problems:
         if wrong:
             raise ConfigurationError(message)
-    for path, option in ((input_file, "INPUT"), (examples, "--examples")):
-        if path is None:
-            continue
-        if str(path) == "-":
-            raise ConfigurationError(f"{option}: reading from standard input is not "
-                                     "supported; save the tickets to a file and give its path")
-        if not path.is_file():
-            raise ConfigurationError(f"{option} {path}: "
-                                     + ("no such file" if not path.exists() else "not a file"))
 
 
-def _check_paths(db: str | None, out: Path) -> None:
-    """``--db`` and ``--out`` can be written and are not one file.
-
-    Raises:
-        ConfigurationError: naming the option.
-    """
-    from ..tickets.job import check_output_path, check_writable_path
-
-    if db and Path(db).resolve() == out.resolve():
-        raise ConfigurationError(f"--db and --out are the same file ({out}): the task "
-                                 "database and the results need a file each")
-    check_output_path(out)
-    if db:
-        check_writable_path(db, "--db", "the SQLite task database")
-
-
-def _prune_earlier(age: str, *, db: str | None, dsn: str | None, schema: str | None) -> None:
-    """``--prune-older-than``: delete earlier runs' task databases, saying which."""
-    import time
-
-    from ..tickets.retention import prune_earlier_runs
-    from ..work.retention import parse_age
-
-    gone = prune_earlier_runs(older_than_s=parse_age(age, what="--prune-older-than"),
-                              now=time.time(), db=db, dsn=dsn, schema=schema)
-    for run in gone:
-        typer.echo(f"deleted the task database of an earlier run: {run.where} ({run.tasks} "
-                   f"tasks, the last finished {run.last_s / 86400:.1f} days ago)")
-
-
-def tickets(  # noqa: C901, PLR0915 - the command's options; a job entry point owning the checks comes next
+def tickets(
     input_file: Annotated[Optional[Path], typer.Argument(  # noqa: UP045
         metavar="INPUT",
         help="Tickets: .csv, .json (a list) or .jsonl.")] = None,
@@ -213,120 +159,53 @@ def tickets(  # noqa: C901, PLR0915 - the command's options; a job entry point o
                   min_confidence)
         return
     assert input_file is not None
-    from ..tickets.reader import read_tickets
+    from ..tickets.job import JobInterrupted, JobListener, JobOptions, run_tickets
 
-    default_db, default_out = default_names(input_file)
-    if not dsn and not db:
-        db = default_db
-    out = out or Path(default_out)
-    _check_paths(db if not dsn else None, out)                      # before any work
-    if prune_older_than:
-        _prune_earlier(prune_older_than, db=None if dsn else db, dsn=dsn, schema=schema)
-    ticket_file = read_tickets(input_file, id_column=id_column, subject_column=subject_column,
-                               body_column=body_column)             # fails before any work
-    for line, ticket_id, reason in ticket_file.skipped:
-        typer.echo(f"{input_file}:{line}: skipped ticket {ticket_id or '?'}: {reason}", err=True)
-    if not ticket_file.tickets:
-        raise ConfigurationError(f"{input_file}: no tickets with text to process")
-    training = _training_set(examples, examples_text_column, examples_label_column)
-    fresh_db = db is not None and not dsn and not Path(db).exists()
-    store = open_store(db, dsn, schema=schema)
-    try:      # a re-run with other examples, model or settings: refused before training
-        written = _check_earlier_run(ticket_file, store, out, training, model,
-                                     target_precision, min_confidence)
-        if len(written) == len(ticket_file.tickets):
-            typer.echo(f"nothing to do: all {len(written)} tickets of {input_file} are already "
-                       f"in {out} (an earlier run finished them)", err=True)
-            store.close()
-            return
-        _warn_thin_labels(examples, training)
-        job = _make_job(training, model, base_url, max_attempts, target_precision,
-                        min_confidence)
-    except BaseException:
-        store.close()
-        if fresh_db:                 # refused before any work: leave no database behind
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{db}{suffix}").unlink(missing_ok=True)
-        raise
+    options = JobOptions(
+        input_file, workers=workers, db=db, dsn=dsn, schema=schema, out=out, examples=examples,
+        examples_text_column=examples_text_column, examples_label_column=examples_label_column,
+        id_column=id_column, subject_column=subject_column, body_column=body_column,
+        target_precision=target_precision, min_confidence=min_confidence,
+        max_attempts=max_attempts, stale_after=stale_after, model=model, base_url=base_url,
+        prune_older_than=prune_older_than)
     show = sys.stderr.isatty() if progress is None else progress
-    total = len(ticket_file.tickets)
-    typer.echo(f"{total} tickets from {input_file} -> {out} (tasks in "
-               f"{db or redact(dsn or '') + (f', schema {schema}' if schema else '')}), "
-               f"{_workers_line(job, workers)}, categories: {', '.join(job.model.labels)}",
-               err=True)
-    hint = _remote_hint(examples, model, base_url, schema)
-    if workers == 0:
-        typer.echo(f"remote workers: {hint}", err=True)
-    stop_metrics = start_metrics(store, metrics_port, metrics_host)
+    listener = JobListener(
+        note=_say, deleted=_say_deleted,
+        starting=lambda start: _say_starting(start, metrics_port, metrics_host),
+        progress=lambda total: _display(show, total))
     try:
-        report = _run_with_display(ticket_file, store, out, workers, job, stale_after,
-                                   None if dsn else db, show, total, hint)
-    except KeyboardInterrupt:
-        typer.echo(f"interrupted: finished tickets are in {out}; run the same command again "
-                   "to continue", err=True)
+        done = run_tickets(options, listener)
+    except JobInterrupted:               # it said how to continue
         raise typer.Exit(130) from None
-    finally:
-        stop_metrics()
-        store.close()
-    _print_summary(report, out, job, bundled=examples is None and model is None)
-    if report.dead:
+    if done is None:                     # nothing to do: it said so
+        return
+    _print_summary(done.report, done.out, done.job, bundled=examples is None and model is None)
+    if done.report.dead:
         raise typer.Exit(1)
 
 
-def _training_set(examples: Path | None, text_column: str | None,
-                  label_column: str | None) -> list[Example]:
-    from ..tickets.model import bundled_examples, load_examples
-
-    if examples is None:
-        return bundled_examples()
-    return load_examples(examples, text_column=text_column, label_column=label_column)
+def _say(line: str) -> None:
+    """A line of the job's, on standard error."""
+    typer.echo(line, err=True)
 
 
-def _warn_thin_labels(examples: Path | None, training: list[Example]) -> None:
-    if examples is None:
-        return
-    per_label = Counter(e.category for e in training)
-    thin = sorted(label for label, n in per_label.items() if n < 3)
-    if thin:
-        typer.echo(f"warning: {examples}: {len(thin)} label(s) have fewer than 3 examples "
-                   f"({', '.join(thin[:5])}{' ...' if len(thin) > 5 else ''}); the "
-                   "classifier will be unsure about them", err=True)
+def _say_deleted(run: EarlierRun) -> None:
+    typer.echo(f"deleted the task database of an earlier run: {run.where} ({run.tasks} "
+               f"tasks, the last finished {run.last_s / 86400:.1f} days ago)")
 
 
-def _check_earlier_run(ticket_file: Any, store: Any, out: Path, training: list[Example],
-                       model: str | None, target_precision: float,
-                       min_confidence: float | None) -> set[str]:
-    from ..tickets.job import check_earlier_run, fingerprint_of, job_settings
-
-    kind = "LlmTicketModel" if model is not None else "TicketModel"
-    return check_earlier_run(ticket_file, store, out,
-                             fingerprint=fingerprint_of(kind, model, training),
-                             settings=job_settings(target_precision, min_confidence))
-
-
-def _make_job(training: list[Example], model: str | None, base_url: str | None,
-              max_attempts: int, target_precision: float,
-              min_confidence: float | None) -> TicketJob:
-    from ..tickets.job import TicketJob
-    from ..tickets.model import TicketModel
-
-    def say(line: str) -> None:
-        typer.echo(line, err=True)
-
-    if model is not None:
-        from ..models import check_reachable, infer_model
-        from ..tickets.llm import LlmTicketModel
-        # before any work: a server that cannot be reached at all (no network, a typo,
-        # nothing listening) is a configuration error, also for the providers' own APIs
-        check_reachable(base_url or infer_model(model, max_attempts=1))
-        llm: Any = LlmTicketModel(model, training, base_url=base_url,
-                                  min_confidence=min_confidence)
-        return TicketJob(llm, max_attempts, target_precision, min_confidence)
-    offline = TicketModel(training, target_precision=target_precision,
-                          min_confidence=min_confidence, progress=say)
-    if offline.training_s > 3:
-        say(f"trained on {len(training)} examples in {offline.training_s:.1f} s")
-    return TicketJob(offline, max_attempts, target_precision, min_confidence)
+def _say_starting(start: JobStart, metrics_port: int | None,
+                  metrics_host: str) -> Callable[[], None]:
+    """Say what the job is about to do and start the metrics server (returns its stop)."""
+    options, job = start.options, start.job
+    tasks = options.db or (redact(options.dsn or "")
+                           + (f", schema {options.schema}" if options.schema else ""))
+    typer.echo(f"{start.tickets} tickets from {options.input_file} -> {options.out} (tasks in "
+               f"{tasks}), {_workers_line(job, options.workers)}, categories: "
+               f"{', '.join(job.model.labels)}", err=True)
+    if options.workers == 0:
+        typer.echo(f"remote workers: {start.hint}", err=True)
+    return start_metrics(start.store, metrics_port, metrics_host)
 
 
 def _workers_line(job: TicketJob, workers: int) -> str:
@@ -339,31 +218,14 @@ def _workers_line(job: TicketJob, workers: int) -> str:
     return f"{workers} workers"
 
 
-def _remote_hint(examples: Path | None, model: str | None, base_url: str | None,
-                 schema: str | None) -> str:
-    """How to start workers that run this job's model."""
-    env = []
-    if examples is not None:
-        env.append(f"FOREPERSON_TICKETS_EXAMPLES={examples.resolve()}")
-    if model is not None:
-        env.append(f"FOREPERSON_TICKETS_MODEL={model}")
-    if base_url is not None:
-        env.append(f"FOREPERSON_TICKETS_BASE_URL={base_url}")
-    if schema:
-        env.append(f"FOREPERSON_PG_SCHEMA={schema}")
-    return ("start them with: " + " ".join(env + ["foreperson worker foreperson.tickets.job "
-                                                  "--dsn DSN --concurrency 8"])
-            + " (the same examples and model as this job, on every machine)")
-
-
 def _evaluate(examples: Path, text_column: str | None, label_column: str | None,
               target_precision: float, min_confidence: float | None) -> None:
-    from ..tickets.evaluate import evaluate, format_evaluation
-    from ..tickets.model import load_examples
+    from ..tickets.evaluate import format_evaluation
+    from ..tickets.job import JobListener, evaluate_examples
 
-    rows = load_examples(examples, text_column=text_column, label_column=label_column)
-    typer.echo(f"evaluating on {len(rows)} labelled rows of {examples} ...", err=True)
-    result = evaluate(rows, target_precision=target_precision, min_confidence=min_confidence)
+    result = evaluate_examples(examples, text_column=text_column, label_column=label_column,
+                               target_precision=target_precision,
+                               min_confidence=min_confidence, listener=JobListener(note=_say))
     typer.echo(format_evaluation(result, source=str(examples)))
     options = [f"--examples {examples}"]
     if label_column:
@@ -376,12 +238,10 @@ def _evaluate(examples: Path, text_column: str | None, label_column: str | None,
                f"{' '.join(options)}")
 
 
-def _run_with_display(ticket_file: TicketFile, store: TaskStore, out: Path, workers: int,
-                      job: TicketJob, stale_after: float, exclusive_db: str | None,
-                      show: bool, total: int, hint: str) -> JobReport:
-    from ..tickets.job import run_job
-
-    last_plain = [0.0]
+@contextmanager
+def _display(show: bool, total: int) -> Iterator[Callable[[JobProgress], None]]:
+    """The progress of the run: a live bar (``show``), else a line every 5 s and at the
+    end, on standard error."""
     first_written: list[int] = []
 
     def describe(p: JobProgress) -> str:
@@ -390,21 +250,16 @@ def _run_with_display(ticket_file: TicketFile, store: TaskStore, out: Path, work
         return (f"{p.written}/{total} tickets" + (f", {rate:.1f}/s" if rate > 0 else "")
                 + (f", {p.dead} cannot be written (DEAD tasks)" if p.dead else ""))
 
-    def notice(line: str) -> None:
-        typer.echo(f"warning: {line}", err=True)
-
-    async def go(callback: Callable[[JobProgress], None]) -> JobReport:
-        return await run_job(ticket_file, store, out, workers=workers, job=job,
-                             stale_after=stale_after, exclusive_db=exclusive_db,
-                             progress=callback, notice=notice, remote_hint=hint)
-
     if not show:
+        last_plain = [0.0]
+
         def plain(p: JobProgress) -> None:
             now = time.monotonic()
             if now - last_plain[0] >= 5.0 or p.written + p.dead == total:
                 last_plain[0] = now
                 typer.echo(describe(p), err=True)
-        return anyio.run(go, plain)
+        yield plain
+        return
 
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -416,7 +271,7 @@ def _run_with_display(ticket_file: TicketFile, store: TaskStore, out: Path, work
         def live(p: JobProgress) -> None:
             bar.update(handle, completed=p.written, description=describe(p))
 
-        return anyio.run(go, live)
+        yield live
 
 
 def _seconds(s: float) -> str:

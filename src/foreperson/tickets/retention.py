@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StoreError
-from .job import CLASSIFY, DRAFT, TRIAGE
+from .tasks import CLASSIFY, DRAFT, TRIAGE
 
 __all__ = ["EarlierRun", "prune_earlier_runs"]
 
