@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -25,6 +26,12 @@ from foreperson.work import MemoryStore, SqliteStore, TaskStore
 _SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (_SRC, os.environ.get("PYTHONPATH", "")) if p)
+
+# The models the ticket job trains (the classifier, triage's learned signals) are cached
+# as JSON; tests keep theirs in one folder of their own per session (subprocesses
+# inherit it), never in the user's ~/.cache.
+os.environ.setdefault("FOREPERSON_CACHE_DIR", os.path.join(
+    tempfile.gettempdir(), f"foreperson-test-cache-{os.getuid()}"))
 
 SLOW_FOLDERS = {"integration", "acceptance"}
 """Test folders whose every test is ``slow``: they start processes, servers or a browser,

@@ -354,10 +354,11 @@ def test_the_fingerprint_is_known_before_the_model_is_trained(model):
     assert fingerprint_of("TicketModel", None, examples[::8]) != model_fingerprint(model)
 
 
-def test_a_long_training_is_announced_with_its_estimate(monkeypatch):
+def test_a_long_training_is_announced_with_its_estimate(monkeypatch, tmp_path):
     import foreperson.tickets.model as module
     from foreperson.tickets.model import training_estimate_s
 
+    monkeypatch.setenv("FOREPERSON_CACHE_DIR", str(tmp_path))
     lines: list[str] = []
     TicketModel(labelled(3), progress=lines.append)
     assert lines == []                                     # a second's work: no line
@@ -365,5 +366,8 @@ def test_a_long_training_is_announced_with_its_estimate(monkeypatch):
     # the estimate grows with the text and the labels
     assert training_estimate_s(labelled(30)) > 9 * training_estimate_s(labelled(3))
     monkeypatch.setattr(module, "training_estimate_s", lambda examples: 7.4)
-    TicketModel(labelled(3), progress=lines.append)
+    TicketModel(labelled(3), progress=lines.append, cache=False)
+    assert lines == ["training on 12 examples (about 7 s) ..."]
+    # read back from the cache the first model wrote: nothing trained, nothing announced
+    assert TicketModel(labelled(3), progress=lines.append).cached
     assert lines == ["training on 12 examples (about 7 s) ..."]

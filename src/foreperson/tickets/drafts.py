@@ -8,15 +8,21 @@ and reference numbers introduced as such ("order 55-1234", "Bestellnummer 12345"
 
 Answers taken from labelled examples are checked by :func:`foreign_identifiers`: an
 order number, e-mail address or phone number that is not in the ticket belongs to
-another customer.
+another customer; and by :func:`placeholders`: a ``<name>`` left in cannot be sent.
+
+Every draft is checked by :func:`draft_promises`: a draft that promises money (a refund,
+a credit, a price), a time ("within 5 business days", "tomorrow"), contact (a call, a
+visit) or announces an outage must be read by a person before it is sent.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["TEMPLATE_CATEGORIES", "foreign_identifiers", "personal_greeting", "placeholders",
-           "references", "signature_name", "template_reply"]
+from ._patterns import PROMISES
+
+__all__ = ["TEMPLATE_CATEGORIES", "draft_promises", "foreign_identifiers", "personal_greeting",
+           "placeholders", "references", "signature_name", "template_reply"]
 
 # Per language: greeting with and without a name, the reference sentence, the closing,
 # and per category (acknowledge, what happens next, what we need).
@@ -366,3 +372,21 @@ def foreign_identifiers(answer: str, ticket: str) -> list[str]:
             if token.lower() not in seen and token not in found:
                 found.append(token)
     return found
+
+
+def draft_promises(draft: str) -> list[str]:
+    """What a draft promises that a person must confirm before it is sent.
+
+    Args:
+        draft: the reply text (any of the five languages).
+
+    Returns:
+        reasons such as ``"draft promises money (refund)"`` (empty: nothing promised).
+    """
+    out = []
+    for what, pattern in PROMISES.items():
+        match = pattern.search(draft)
+        if match:
+            verb = "announces" if what == "an outage" else "promises"
+            out.append(f"draft {verb} {what} ({' '.join(match.group(0).lower().split())})")
+    return out

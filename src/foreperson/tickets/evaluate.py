@@ -187,7 +187,8 @@ def evaluate(examples: Sequence[Example], *, holdout: float = 0.5, seed: int = 0
     train, test = split_examples(examples, holdout, seed)
     began = time.monotonic()
     model = TicketModel(train, target_precision=target_precision,
-                        min_confidence=min_confidence, templates=False)
+                        min_confidence=min_confidence, templates=False,
+                        cache=False)      # the time measured is training's
     training_s = time.monotonic() - began
     verdicts = model.classify_many([e.text for e in test])
     truth = [e.category for e in test]

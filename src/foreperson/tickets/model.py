@@ -15,24 +15,37 @@ the ticket's language (:mod:`~foreperson.tickets.drafts`); with your own example
 answer of the most similar answered example of the same label and language, flagged
 for a human when no example is similar enough or when the answer quotes details the
 ticket does not have. Triage: :mod:`~foreperson.tickets.triage`.
+
+Training takes a second on the bundled examples (importing scikit-learn about as long
+again) and minutes on large exports, so the trained classifier is kept: its state
+(vocabularies, idf, coefficients, intercepts, classes, temperatures, the out-of-fold
+figures the threshold is fitted on, the examples' languages) is written as JSON to the
+cache folder (``$FOREPERSON_CACHE_DIR``, else ``$XDG_CACHE_HOME/foreperson``, else
+``~/.cache/foreperson``) as ``classifier-<key>.json``, the key a hash of every example
+and of the versions of scikit-learn, scipy, numpy and py3langid. A later process with
+the same examples reads it back and classifies with numpy alone, never importing
+scikit-learn; a model trained here classifies from the same state, so both predict
+exactly the same. The eight most recently used states are kept.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 import threading
 import time
-import warnings
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigurationError, InputError, MissingDependency
+from ..errors import ConfigurationError, InputError
+from . import _cache, _classifier
+from ._classifier import Features, LinearClassifier
+from ._tfidf import Similarities
 from .drafts import (
     TEMPLATE_CATEGORIES,
     foreign_identifiers,
@@ -66,7 +79,8 @@ answer is not offered as the draft without a human."""
 _HIGH_PRIORITY = re.compile(
     r"\b(?:urgent\w*|asap|immediately|critical|dringend\w*|sofort|urgente\w*|inmediat\w*|"
     r"imediat\w*|cr[íi]tic\w*|critique)\b", re.IGNORECASE)
-_FOLDS = 5
+_CACHE_KEEP = 8         # classifier states kept in the cache folder, most recently used
+_LIBRARIES = ("scikit-learn", "scipy", "numpy", "py3langid")   # what the state depends on
 
 
 @dataclass(frozen=True)
@@ -238,39 +252,6 @@ def training_estimate_s(examples: Sequence[Example]) -> float:
     return sum(len(e.text) for e in examples) * (10 + labels) * 1e-6
 
 
-def _sklearn() -> Any:
-    try:
-        import numpy
-        from scipy import sparse
-        from sklearn.feature_extraction.text import TfidfVectorizer
-        from sklearn.svm import LinearSVC
-    except ImportError as exc:
-        raise MissingDependency("the offline ticket model needs scikit-learn: "
-                                "pip install 'foreperson[tickets]'") from exc
-    return numpy, sparse, TfidfVectorizer, LinearSVC
-
-
-@dataclass
-class _Fitted:
-    """One label's classifier: the chosen variant, its model and calibration data."""
-
-    variant: str
-    model: Any
-    temperature: float
-    held_out: list[tuple[float, bool]] = field(default_factory=list)   # (confidence, right)
-    groups: list[int] = field(default_factory=list)    # each held-out row's text group
-    accuracy: float = 0.0
-
-    @property
-    def labels(self) -> list[str]:
-        return [str(c) for c in self.model.classes_]
-
-
-VARIANTS = {"char balanced": ("char", "balanced"), "char": ("char", None),
-            "word+char": ("both", None), "word+char balanced": ("both", "balanced")}
-"""The classifier variants cross-validation chooses from: features and class weights."""
-
-
 class TicketModel:
     """Classifier, reply drafter and triage rules, trained on labelled examples.
 
@@ -285,9 +266,20 @@ class TicketModel:
         templates: draft replies written per category (the bundled demo set) instead
             of the nearest example's answer; default: when every category has one.
         progress: called with a line of text before a training that takes a while.
+        cache: read the trained classifier from the cache folder when it holds one of
+            these examples, and write it there after training (see the module
+            docstring); False: always train, write nothing.
+
+    Attributes:
+        cached: True when the classifier was read from the cache (nothing trained).
+        training_s: seconds the constructor took (training, or reading the cache).
+        categories: the category classifier (``variant``, ``labels``, ``held_out``:
+            ``(confidence, right)`` per out-of-fold prediction, ``accuracy``).
+        calibration: the :class:`Calibration` in force.
 
     Raises:
-        MissingDependency: scikit-learn or py3langid is not installed.
+        MissingDependency: scikit-learn (to train: without a cached classifier), numpy
+            or py3langid is not installed.
         InputError: fewer than two categories among the examples.
         ConfigurationError: a target or threshold outside 0..1.
     """
@@ -300,8 +292,8 @@ class TicketModel:
                  min_confidence: float | None = None,
                  min_similarity: float = DEFAULT_MIN_SIMILARITY,
                  templates: bool | None = None,
-                 progress: Callable[[str], None] | None = None) -> None:
-        np, sparse, tfidf, _ = _sklearn()
+                 progress: Callable[[str], None] | None = None,
+                 cache: bool = True) -> None:
         for name, value in (("target_precision", target_precision),
                             ("min_confidence", min_confidence),
                             ("min_similarity", min_similarity)):
@@ -310,124 +302,63 @@ class TicketModel:
         if len({e.category for e in examples}) < 2:
             raise InputError("examples need at least two categories", path="<examples>")
         began = time.monotonic()
-        estimate = training_estimate_s(examples)
-        if progress is not None and estimate >= 2:
-            progress(f"training on {len(examples)} examples (about {estimate:.0f} s) ...")
-        self._np, self._sparse = np, sparse
         # the model is CPU-bound Python (the TF-IDF analyzers hold the GIL): calls from
         # many worker threads at once only slow each other down, so they take turns
         self._lock = threading.Lock()
         self.examples = list(examples)
         self.target_precision = target_precision
         self.min_similarity = min_similarity
-        texts = [e.text for e in self.examples]
-        detected = detect_languages([t for t, e in zip(texts, self.examples, strict=True)
-                                     if not e.language])
-        guesses = iter(detected)
-        self.example_languages = [e.language or next(guesses)[0] for e in self.examples]
-        self._words = tfidf(analyzer="word", ngram_range=(1, 2), sublinear_tf=True,
-                            max_features=200_000)
-        self._chars = tfidf(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True,
-                            max_features=300_000)
-        blocks = self._blocks(texts, fit=True)
-        same: dict[str, int] = {}
-        groups = [same.setdefault(" ".join(t.split()).casefold(), len(same)) for t in texts]
-        self.categories = self._fit([e.category for e in self.examples], blocks, groups)
-        prioritised = [i for i, e in enumerate(self.examples) if e.priority]
-        self.priorities: _Fitted | None = None
-        if len({self.examples[i].priority for i in prioritised}) >= 2:
-            sub = {k: v[prioritised] for k, v in blocks.items()}
-            self.priorities = self._fit([self.examples[i].priority for i in prioritised], sub,
-                                        [groups[i] for i in prioritised])
+        path = _cache_path(self.examples) if cache else None
+        trained = _cache.load(path, self._read) if path is not None else None
+        self.cached = trained is not None
+        if trained is None:
+            state = self._train(progress)
+            trained = self._read(state)
+            if path is not None and _cache.write(path, state):
+                _cache.keep_newest(path.parent, "classifier-*.json", _CACHE_KEEP)
+        elif path is not None:
+            _cache.touch(path)
+        self._features, self.categories, self.priorities, self.example_languages = trained
         self.templates = (templates if templates is not None
                           else set(self.labels) <= TEMPLATE_CATEGORIES)
-        answered = [i for i, e in enumerate(self.examples) if e.answer]
-        self._answered = answered
-        self._answer_matrix = blocks["both"][answered] if answered else None
+        self._answered = [i for i, e in enumerate(self.examples) if e.answer]
+        self._answers: Similarities | None = None
         self.calibration = self.calibrate(target_precision, min_confidence)
         self.training_s = time.monotonic() - began
 
     # -- training ----------------------------------------------------------------
-    def _blocks(self, texts: Sequence[str], *, fit: bool = False) -> dict[str, Any]:
-        """Feature matrices: ``char`` and ``both`` (words and characters, rows of unit
-        length, so a dot product is a cosine similarity)."""
-        if fit:
-            words, chars = self._words.fit_transform(texts), self._chars.fit_transform(texts)
-        else:
-            words, chars = self._words.transform(texts), self._chars.transform(texts)
-        both = self._sparse.hstack([words, chars]).tocsr() * (1 / math.sqrt(2))
-        return {"char": chars.tocsr(), "both": both}
+    def _train(self, progress: Callable[[str], None] | None) -> dict[str, Any]:
+        """The trained state of the examples (:func:`~._classifier.train`)."""
+        estimate = training_estimate_s(self.examples)
+        if progress is not None and estimate >= 2:
+            progress(f"training on {len(self.examples)} examples (about {estimate:.0f} s) ...")
+        texts = [e.text for e in self.examples]
+        guesses = iter(detect_languages([e.text for e in self.examples if not e.language]))
+        languages = [e.language or next(guesses)[0] for e in self.examples]
+        return _classifier.train(texts, [e.category for e in self.examples],
+                                 [e.priority for e in self.examples], languages)
 
-    def _folds(self, labels: Sequence[str], groups: Sequence[int]) -> list[tuple[Any, Any]]:
-        """Cross-validation folds; rows of one text group (the same text, ignoring case
-        and spacing) stay in one fold, so a repeated ticket is never scored on its own
-        copy (the threshold would be fitted too confident)."""
-        from sklearn.model_selection import GroupKFold, StratifiedGroupKFold
+    def _read(self, state: dict[str, Any]) -> tuple[Features, LinearClassifier,
+                                                     LinearClassifier | None, list[str]]:
+        """The classifier a state holds: features, categories, priorities, languages.
 
-        smallest = min(Counter(labels).values())
-        distinct = len(set(groups))
-        if len(labels) < 4 or distinct < 2:
-            return []
-        splitter: Any = (StratifiedGroupKFold(min(_FOLDS, smallest, distinct), shuffle=True,
-                                              random_state=0)
-                         if smallest >= 2 else GroupKFold(min(_FOLDS, distinct)))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return list(splitter.split(self._np.zeros(len(labels)), labels, groups))
-
-    def _svm(self, weights: str | None) -> Any:
-        _, _, _, svc = _sklearn()
-        return svc(C=1.0, class_weight=weights)
-
-    def _out_of_fold(self, matrix: Any, y: Any, weights: str | None,
-                     folds: list[tuple[Any, Any]]) -> tuple[Any, Any]:
-        """Out-of-fold decision scores (rows: examples, columns: all labels)."""
-        np = self._np
-        labels = np.unique(y)
-        scores = np.full((len(y), len(labels)), -1e3)
-        for train, test in folds:
-            if len(np.unique(y[train])) < 2:
-                continue
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                model = self._svm(weights).fit(matrix[train], y[train])
-            columns = np.searchsorted(labels, model.classes_)
-            scores[np.ix_(test, columns)] = _two_columns(np, model.decision_function(
-                matrix[test]))
-        return labels, scores
-
-    def _fit(self, labels: Sequence[str], blocks: dict[str, Any],
-             groups: Sequence[int]) -> _Fitted:
-        """Choose a variant by cross-validation (folds by text group), calibrate it, fit
-        it on everything."""
-        np = self._np
-        y = np.asarray(labels)
-        folds = self._folds(labels, groups)
-        best: tuple[float, str, Any, Any] | None = None
-        for name, (features, weights) in VARIANTS.items():
-            if not folds:
-                break
-            names, scores = self._out_of_fold(blocks[features], y, weights, folds)
-            predicted = names[scores.argmax(1)]
-            score = _accuracy_and_macro_f1(np, y, predicted)
-            if best is None or score > best[0] + 1e-9:
-                best = (score, name, names, scores)
-        variant = best[1] if best is not None else "word+char"
-        features, weights = VARIANTS[variant]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model = self._svm(weights).fit(blocks[features], y)
-        fitted = _Fitted(variant, model, 1.0)
-        if best is not None:
-            _, _, names, scores = best
-            fitted.temperature = _temperature(np, scores, np.searchsorted(names, y))
-            probs = _softmax(np, scores / fitted.temperature)
-            right = names[probs.argmax(1)] == y
-            fitted.held_out = [(float(p), bool(r)) for p, r in zip(probs.max(1), right,
-                                                                   strict=True)]
-            fitted.accuracy = float(right.mean())
-            fitted.groups = list(groups)
-        return fitted
+        Raises:
+            ValueError, KeyError, TypeError: not a state of these examples and version.
+        """
+        if state.get("format") != _classifier.FORMAT:
+            raise ValueError("not a classifier state of this version")
+        languages = [str(language) for language in state["languages"]]
+        if len(languages) != len(self.examples):
+            raise ValueError("not a classifier state of these examples")
+        features = Features(state["features"])
+        categories = LinearClassifier.from_state(state["categories"], features.width)
+        priorities = (LinearClassifier.from_state(state["priorities"], features.width)
+                      if state["priorities"] is not None else None)
+        if categories.classes != sorted({e.category for e in self.examples}) or (
+                priorities is not None and priorities.classes != sorted(
+                    {e.priority for e in self.examples if e.priority})):
+            raise ValueError("not a classifier state of these examples")
+        return features, categories, priorities, languages
 
     def calibrate(self, target_precision: float,
                   min_confidence: float | None = None) -> Calibration:
@@ -486,23 +417,16 @@ class TicketModel:
         """The confidence threshold in force (0..1; above 1: every ticket)."""
         return self.calibration.threshold
 
-    def _predict(self, fitted: _Fitted, blocks: dict[str, Any]) -> tuple[list[str], Any]:
-        np = self._np
-        features, _ = VARIANTS[fitted.variant]
-        scores = _two_columns(np, fitted.model.decision_function(blocks[features]))
-        probs = _softmax(np, scores / fitted.temperature)
-        return [str(fitted.model.classes_[i]) for i in probs.argmax(1)], probs.max(1)
-
     def classify_many(self, texts: Sequence[str]) -> list[Classification]:
         """:meth:`classify` for many texts in one pass (much cheaper per ticket)."""
         if not texts:
             return []
         with self._lock:
-            blocks = self._blocks(texts)
-            categories, confidences = self._predict(self.categories, blocks)
+            rows = self._features.rows(texts)
+            categories, confidences = self.categories.predict(rows)
             languages = detect_languages(list(texts))
             if self.priorities is not None:
-                priorities, _ = self._predict(self.priorities, blocks)
+                priorities, _ = self.priorities.predict(rows)
             else:
                 priorities = ["high" if _HIGH_PRIORITY.search(t) else "medium" for t in texts]
         return [Classification(c, round(float(p), 4), pr, lang)
@@ -518,12 +442,14 @@ class TicketModel:
         if not items:
             return []
         with self._lock:
-            if self.templates or self._answer_matrix is None:
+            if self.templates or not self._answered:
                 return [self._template(text, category, language)
                         for text, category, language in items]
-            blocks = self._blocks([text for text, _, _ in items])
-            similarities = (blocks["both"] @ self._answer_matrix.T).toarray()
-            return [self._nearest(text, category, language, similarities[row])
+            if self._answers is None:       # the answered examples' rows, on first use
+                self._answers = self._features.similarities(
+                    [self.examples[i].text for i in self._answered])
+            rows = self._features.rows([text for text, _, _ in items])["both"]
+            return [self._nearest(text, category, language, self._answers.dot(*rows[row]))
                     for row, (text, category, language) in enumerate(items)]
 
     def draft(self, text: str, category: str, language: str = "") -> dict[str, Any]:
@@ -593,6 +519,18 @@ class TicketModel:
         return triage(text, result, threshold, draft_flags)
 
 
+def _cache_path(examples: Sequence[Example]) -> Path:
+    """Where the classifier of ``examples`` is cached: ``classifier-<key>.json``, the key
+    a hash of every example (in order) and of the libraries the state depends on."""
+    digest = hashlib.sha256()
+    for e in examples:
+        digest.update(json.dumps([e.text, e.category, e.answer, e.priority,
+                                  e.language]).encode())
+    key = _cache.cache_key("classifier", str(_classifier.FORMAT), digest.hexdigest(),
+                           *(f"{name}={_cache.library_version(name)}" for name in _LIBRARIES))
+    return _cache.cache_dir() / f"classifier-{key}.json"
+
+
 def triage(text: str, result: Classification, min_confidence: float,
            draft_flags: Sequence[str] = ()) -> Triage:
     """The triage rules: a human is needed for a confidence below ``min_confidence``
@@ -621,39 +559,3 @@ def _wilson_lower(right: float, n: int, z: float = 1.5) -> float:
     centre = p + z * z / (2 * n)
     spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     return (centre - spread) / (1 + z * z / n)
-
-
-def _two_columns(np: Any, scores: Any) -> Any:
-    """Decision scores with one column per label (a binary SVM returns one)."""
-    scores = np.asarray(scores, dtype=float)
-    return np.column_stack([-scores, scores]) if scores.ndim == 1 else scores
-
-
-def _softmax(np: Any, scores: Any) -> Any:
-    shifted = scores - scores.max(1, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / exp.sum(1, keepdims=True)
-
-
-def _temperature(np: Any, scores: Any, truth: Any) -> float:
-    """The softmax temperature that makes the held-out scores most likely."""
-    best, best_loss = 1.0, math.inf
-    rows = np.arange(len(truth))
-    for t in np.geomspace(0.02, 5.0, 40):
-        probs = _softmax(np, scores / t)
-        loss = -np.log(np.clip(probs[rows, truth], 1e-12, 1.0)).mean()
-        if loss < best_loss:
-            best, best_loss = float(t), loss
-    return best
-
-
-def _accuracy_and_macro_f1(np: Any, y: Any, predicted: Any) -> float:
-    """The mean of accuracy and macro-F1: what model selection maximises."""
-    f1s = []
-    for label in np.unique(y):
-        tp = float(((predicted == label) & (y == label)).sum())
-        fp = float(((predicted == label) & (y != label)).sum())
-        fn = float(((predicted != label) & (y == label)).sum())
-        f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
-    return (float((predicted == y).mean()) + sum(f1s) / len(f1s)) / 2
-

@@ -1,4 +1,4 @@
-"""Triage: what in a ticket needs a human, and what in a draft must not be sent unread.
+"""Triage: what in a ticket needs a human.
 
 Ticket signals, each language-aware (English, German, Spanish, French, Portuguese):
 
@@ -30,29 +30,51 @@ lines shipped in ``tickets/data/triage/``. It raises a signal the patterns misse
 its probability reaches :data:`LEARNED_AT` and the word that weighs most for it is not
 negated; its reason says so ("outage (learned: 502s)").
 
-Draft promises (:func:`draft_promises`): a draft that promises money (a refund, a
-credit), a time ("within 5 business days", "tomorrow"), contact (a call, a visit) or
-announces an outage must be read by a person before it is sent.
+The patterns themselves are tables of ``foreperson.tickets._patterns``. What in a draft
+must not be sent unread (:func:`draft_promises`) is checked in
+:mod:`~foreperson.tickets.drafts`; it is importable from here too.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import math
-import os
 import re
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from itertools import repeat
-from pathlib import Path
 from typing import Any
 
 from ..errors import MissingDependency
+from . import _cache, _tfidf
+from ._patterns import (
+    ANGRY,
+    AVAILABILITY,
+    AVOIDED,
+    CLAUSE_BREAK,
+    CONTACT_DETAILS,
+    CRASH,
+    FIRST_PERSON_BE,
+    GUARDING,
+    LAWYER,
+    LEGAL,
+    MINIMAL,
+    NEGATED,
+    NEGATIVE,
+    NOT_NEEDED,
+    OUTAGE,
+    PERSON,
+    PLANNED,
+    PRICES,
+    SECURITY,
+    STRONGER,
+    SUE,
+    WHEN,
+)
+from .drafts import draft_promises
 
 __all__ = ["LEARNED_AT", "SIGNALS", "Signal", "SignalModel", "draft_promises",
            "ticket_signals"]
@@ -60,344 +82,16 @@ __all__ = ["LEARNED_AT", "SIGNALS", "Signal", "SignalModel", "draft_promises",
 SIGNALS = ("outage", "security", "legal", "angry customer", "asks for a person")
 """The ticket signals, in the order their reasons are listed."""
 
-_I = re.IGNORECASE
-
-
-def _any(*patterns: str, flags: int = _I) -> re.Pattern[str]:
-    return re.compile("|".join(f"(?:{p})" for p in patterns), flags)
-
-
-_DOWN_SUBJECTS = (r"(?:servers?|site|website|web ?site|service|services|system|systems|"
-                  r"platform|api|app|application|portal|network|dashboard|checkout|"
-                  r"login|database|cloud|everything|production|email|e-mail)")
-
-_OUTAGE = {
-    "en": _any(r"\boutages?\b", r"\bdown ?time\b",
-               r"(?<!price )(?<!prices )(?<!cost )(?<!costs )(?<!rate )"
-               r"\b(?:went|goes|go|going|is|are|was|were|been|be) down\b",
-               rf"\b{_DOWN_SUBJECTS}(?: \w+)? (?:is|are|was|were|has been|have been|keeps? going) "
-               r"(?:completely |totally |still |all )?(?:down|offline|unreachable|unavailable)",
-               rf"\b{_DOWN_SUBJECTS} down\b", r"\bnot (?:reachable|available) (?:at all|for (?:anyone|everyone|all))",
-               r"\bunreachable\b", r"\bservice unavailable\b", r"\b50[23] errors?\b",
-               r"\bdown for (?:everyone|all|us|our)\b",
-               r"\bservice (?:disruption|interruption)s?\b", r"\bno (?:internet|connection|signal|service)\b",
-               r"\binternet (?:has been |is |was )?(?:dead|out|down)\b", r"\bwhole (?:street|area|building|office) is out\b",
-               rf"\b(?:can(?:no|')t|cannot|unable to) (?:reach|access|open|load) (?:your|the)(?: \w+)? "
-               rf"{_DOWN_SUBJECTS}(?: \w+)? at all\b",
-               r"\bcompletely down\b", r"\bwo(?:n'?t|uldn'?t) load at all\b", r"\b(?:wifi|wi-fi|broadband|line|connection) (?:has been |is |was )?(?:dead|out)\b",
-               r"\b(?:throwing|returns?|returning|getting|gives?) (?:an? |us )?50[0234]s?\b",
-               r"\bnone of (?:our|us|my)\b[^.!?]{0,60}\bcan (?:reach|access|connect|log ?in|get (?:in|on))\b",
-               r"\b(?:users|employees|staff|customers|everyone|nobody|no one)\b[^.!?]{0,40}\b(?:can(?:no|')t|cannot|"
-               r"(?:are )?unable to) (?:access|log ?in|reach|connect)", r"\b(?:instance|server|database|service|system|"
-               r"application|api|gateway)s? (?:is |are |has been |have been |keeps? )?(?:not|stopped) responding\b",
-               r"\b(?:frequent|intermittent|repeated|constant) (?:disconnections|(?:vpn |network )?(?:connectivity|connection|network) "
-               r"(?:drops|losses|failures))\b", r"\bconnectivity drops\b", r"\bsystem crash\w*",
-               r"\b(?:unable to|can(?:no|')t|cannot) (?:access|reach|connect to) (?:the|our|your) (?:servers?|systems?|"
-               r"platform|portal|database|vpn|network)\b"),
-    "de": _any(r"\w*ausf[äa]ll\w*",
-               # "die Rechnung ist höher ausgefallen": turned out higher, not down
-               r"(?<!h[öo]her )(?<!niedriger )(?<!teurer )(?<!g[üu]nstiger )(?<!besser )(?<!schlechter )"
-               r"(?<!anders )(?<!knapper )(?<!kleiner )(?<!gr[öo][ßs]er )\bausgefallen\b",
-               r"\bnicht (?:mehr )?erreichbar\b",
-               r"\b(?:netz|server|dienst|service|system|internet|strom)st[öo]rung\w*",
-               r"\bst[öo]rung(?:en)? (?:des|der|im|beim|bei|am) (?:dienst\w*|server\w*|netz\w*|service|system\w*|"
-               r"internet|portal\w*|plattform)", r"\b(?:gro[ßs]fl[äa]chige|allgemeine|bekannte) st[öo]rung\b",
-               r"\bgibt es (?:gerade |aktuell |derzeit |momentan )?(?:wieder )?eine st[öo]rung\b",
-               r"\bst[öo]rung (?:beim|bei der) (?:login|anmeldung)\b", r"\bst[öo]rung f[üu]r alle\b",
-               r"\bserver (?:ist |sind )?down\b",
-               r"\b(?:komplett|völlig|total) (?:down|offline)\b", r"\bnichts (?:lädt|geht) mehr\b",
-               r"\bkein (?:internet|netz|empfang)\b", r"\bsystemabst[üu]rz\w*", r"\b(?:h[äa]ufige|st[äa]ndige|wiederholte) verbindungsabbr[üu]ch\w*", r"\b(?:instanz|server|datenbank|dienst|system|anwendung)\w*,? die nicht (?:mehr )?reagier",
-               r"\b(?:benutzer|nutzer|mitarbeiter|kunden)\b[^.!?]{0,60}\bnicht (?:mehr )?(?:zugreifen|anmelden|einloggen)\b", r"\bgeht (?:gar|überhaupt|[üu]berhaupt) nichts(?: mehr)?\b",
-               r"\b(?:internet|wlan|wifi|netz|festnetz|telefon|router|app|seite|webseite|portal|login) geht (?:\w+ ){0,3}(?:nicht|ned|net)(?: mehr)?\b",
-               r"\bfehler 50[0234]\b", r"\b(?:dienst|service)unterbrechung\w*",
-               r"\bnicht (?:mehr )?auf (?:den|die|das|unseren|unsere|unser) (?:server|system|plattform|portal|"
-               r"dienst|datenbank)\w* zugreifen\b", r"\b(?:server|seite|webseite|app|portal|dienst|system|netz) "
-               r"(?:ist |sind )?(?:down|offline|tot)\b"),
-    "es": _any(r"\bca[íi]d[oa]s?\b(?! de (?:precios?|ventas|la demanda))", r"\bse (?:ha )?ca[íi]do\b", r"\bse cay[óo]\b", r"\binactividad (?:del|de la) (?:servidor|base de datos|sistema|servicio|plataforma)",
-               r"\bproblema de inactividad\b", r"\btiempo de inactividad\b",
-               r"\bno (?:puedo|podemos) acceder (?:al|a la|a los) (?:servidor|sistema|plataforma|portal|base de datos|vpn|red)\b", r"\bdesconexiones (?:frecuentes|constantes|repetidas)\b",
-               r"\b(?:usuarios|empleados|clientes)\b[^.!?]{0,40}\bno (?:pueden|podemos) (?:acceder|conectar|iniciar sesi[óo]n)", r"\bno (?:carga|entra|funciona) (?:para )?(?:nadie|ninguno)\b", r"\bfuera de servicio\b",
-               r"\bservicio no disponible\b", r"\bsin (?:internet|conexi[oó]n|se[ñn]al|l[íi]nea)\b",
-               r"\b(?:servidor|sistema|plataforma|web|p[áa]gina|app|aplicaci[oó]n)(?: de \w+)? no responde\b", r"\b(?:servidor(?:es)?|sistema|plataforma|web|p[áa]gina|app) "
-               r"(?:est[áa] |est[áa]n )?(?:ca[íi]d[oa]s?|inaccesible|fuera de l[íi]nea)\b",
-               r"\binterrupci[oó]n(?:es)? (?:del? |en el |en la )?(?:servicio|red|sistema|servidor|conexi[oó]n|"
-               r"internet|plataforma)", r"\binterrupci[oó]n (?:cr[íi]tica|general|total)\b", r"\bsin servicio\b", r"\bno (?:est[áa] )?disponible para nadie\b",
-               r"\bno funciona para nadie\b"),
-    "fr": _any(r"\bpannes? (?:g[ée]n[ée]rales?|de (?:service|serveur|r[ée]seau|syst[èe]me))\b",
-               r"\b(?:serveurs?|site|service|plateforme|syst[èe]me|r[ée]seau) (?:est |sont )?en panne\b",
-               r"\bhors service\b", r"\bpanne (?:de |du )?r[ée]seau\b", r"\bplus de r[ée]seau\b", r"\binterruptions? (?:de|du) service\b", r"\bindisponibles?\b",
-               r"\b(?:site|appli\w*|serveurs?|service|r[ée]seau|internet|plateforme|syst[èe]me|box) (?:ne )?r[ée]pond plus\b",
-               r"\bcoupures? (?:internet|r[ée]seau|t[ée]l[ée]phone)\b", r"\bpertes? de connectivit[ée]\b", r"\btemps d'arr[êe]t\b", r"\bd[ée]connexions (?:fr[ée]quentes|r[ée]p[ée]t[ée]es)\b",
-               r"\b(?:utilisateurs|employ[ée]s|clients|coll[èe]gues)\b[^.!?]{0,40}\bne (?:peuvent|pouvons) (?:plus |pas )(?:acc[ée]der|se connecter)", r"\bcoupures? (?:(?:de|du|d') ?(?:courant|service|r[ée]seau|internet|connexion|"
-               r"[ée]lectricit[ée])|g[ée]n[ée]rales?)\b", r"\binaccessibles?\b", r"\binjoignables?\b", r"(?<!mode )\bhors ligne\b", r"\ben rade\b",
-               r"\bpannes? (?:intermittentes?|fr[ée]quentes?|r[ée]p[ée]t[ée]es?)\b",
-               r"\binterruptions? (?:inattendues?|du serveur|de serveur|du r[ée]seau)\b",
-               r"\binternet coup[ée]\b", r"\bne (?:marche|fonctionne) plus du tout\b", r"\bplus d'internet\b",
-               r"\b(?:serveurs?|site|service|plateforme|syst[èe]me|r[ée]seau|appli\w*) (?:est |sont )?"
-               r"(?:tomb[ée]e?s?|plant[ée]e?s?)\b"),
-    "pt": _any(r"\bfora do ar\b", r"\binterrup[çc](?:ão|ões) (?:d[oa]s? |de |no |na )?(?:servi[çc]o|rede|sistema|servidor|conex[ãa]o|internet|plataforma)",
-               r"\binterrup[çc][ãa]o (?:cr[íi]tica|geral|total)\b", r"\bindispon[íi]ve(?:l|is)\b",
-               r"\bqueda (?:do|dos|de) (?:servi[çc]o|sistema|servidor)",
-               r"\b(?:servidor(?:es)?|sistema|site|servi[çc]o|plataforma|app|aplicativo|aplica[çc][ãa]o|rede)"
-               r"(?: \w+){0,2} (?:caiu|ca[íi]ram|est[áa] (?:em baixo|fora|inacess[íi]vel|indispon[íi]vel)|"
-               r"n[ãa]o est[áa] dispon[íi]vel)\b", r"\bsem (?:internet|sinal|conex[ãa]o|rede)\b",
-               r"\bfora de servi[çc]o\b", r"\bdeixou de (?:responder|funcionar)\b", r"\bdesconex[õo]es (?:frequentes|constantes|repetidas)\b", r"\btempo de inatividade\b",
-               r"\b(?:usu[áa]rios|funcion[áa]rios|clientes)\b[^.!?]{0,40}\bn[ãa]o (?:conseguem|podem) (?:acessar|entrar|conectar|fazer login)", r"\bn[ãa]o abre de jeito nenhum\b",
-               r"\b(?:internet|net|wi-?fi|rede) (?:\w+ )?(?:caiu|ca[íi]da|t[áa] fora|est[áa] fora)\b"),
-}
-
-_SECURITY = {
-    "en": _any(r"\bhack(?:ed|er|ers|ing)?\b", r"\btrojans?\b", r"\bbreach(?:ed|es)?\b", r"\bphishing\b",
-               r"\bmalware\b", r"\bransomware\b", r"\bunauthori[sz]ed\b", r"\bdata leak\w*",
-               r"\bstolen\b", r"\bcompromised\b",
-               r"\bfraud\w*(?! (?:prevention|detection|protection|team|department|checks?|screening|scor\w*|filters?|rules?))", r"\bidentity theft\b",
-               r"\baccount takeover\b", r"\bsuspicious (?:log ?ins?|sign[- ]?ins?|activity|access)\b",
-               r"\bsomeone (?:has )?(?:logged|signed|got|broke) in(?:to)?\b",
-               r"\b(?:log ?ins?|sign[- ]?ins?) from (?:another|a different|an unknown|a foreign|other) "
-               r"(?:country|location|device|ip)\b",
-               r"\bvulnerabilit(?:y|ies)\b", r"\bsecurity (?:incident|breach|issue|flaw|hole)\b",
-               r"\b(?:charges?|payments?|purchases?|transactions?|orders?) (?:that )?i (?:never|didn'?t|did not) "
-               r"(?:make|made|authori[sz]e|place|recogni[sz]e)", r"\bleak(?:ed|s)?\b",
-               r"\bcloned\b", r"\bis (?:this|it|that) (?:a )?scam\b",
-               r"\b(?:charges?|payments?|purchases?|transactions?)\b(?: \S+){0,5} (?:that )?i (?:never|didn'?t|did not) "
-               r"(?:make|made|authori[sz]e|place|recogni[sz]e)", r"\b(?:weird|strange|unusual|unknown) log ?in\b",
-               r"\b(?:steal|stole|stolen) (?:my )?(?:password|card|identity|data)\b", r"\bsomeone (?:got|get|has got|has gotten) (?:into|access)\b",
-               r"\bsomeone(?:'s| has| is)? (?:been )?using my (?:login|account|card|password|details)\b",
-               r"\b(?:device|profile|log ?in)s? (?:in|on) my account (?:that )?i (?:don'?t|do not) recogni[sz]e\b",
-               r"\bnever (?:signed up|ordered|bought|authori[sz]ed)\b"),
-    "de": _any(r"\bgehackt\b", r"\bhacker\w*", r"\bunbefugt\w*", r"\bdatenleck\w*",
-               r"\bdatenpanne\w*", r"\bsicherheitsl[üu]cke\w*", r"\bphishing\w*", r"\bbetrug(?!spr[äa]vention|sbek[äa]mpfung|sschutz|serkennung)\w*",
-               r"\bbetr[üu]ger\w*", r"\bkompromittiert\b", r"\bverd[äa]chtige (?:anmeld\w*|zugriff\w*|aktivit\w*)",
-               r"\bschadsoftware\b", r"\bmalware\b", r"\bidentit[äa]tsdiebstahl\b", r"\bgestohlen\b",
-               r"\bgeleakt\b", r"\bleak\b", r"\bjemand hat sich\b.{0,60}\b(?:eingeloggt|angemeldet)\b",
-               r"\bnie (?:autorisiert|get[äa]tigt|bestellt|freigegeben)\b", r"\bnicht (?:autorisiert|von mir)\b",
-               r"\bgeklont\b", r"\bgeklaut\b", r"\banmeldeversuch\w*",
-               r"\bsich jemand\b.{0,80}\b(?:eingeloggt|angemeldet|zugegriffen)\b", r"\b(?:das )?war ich (?:aber )?nicht\b",
-               r"\bnie (?:was|etwas|irgendwas) (?:bestellt|gekauft|gebucht)\b", r"\babgeflossen\b",
-               r"\b(?:abbuchung|[üu]berweisung|ueberweisung|buchung|lastschrift|zahlung|abhebung|kauf)\w*\b(?: \S+){0,8} "
-               r"(?:die|den|das) ich (?:nie|nicht|NICHT) (?:gemacht|get[äa]tigt|veranlasst|autorisiert|war)\b",
-               r"\btrojaner\w*"),
-    "es": _any(r"\bhacke(?:ad[oa]s?|o|r|aron)\b", r"\bacceso no autorizado\b", r"\bno autorizad[oa]s?\b",
-               r"\bviolaci[oó]n de (?:datos|seguridad)\b", r"\bbrecha de (?:seguridad|datos)\b",
-               r"\bfraude\w*", r"\bphishing\b", r"\bmalware\b", r"\bcomprometid[oa]s?\b",
-               r"\brobo de (?:identidad|datos|cuenta)\b", r"\bvulnerabilidad(?:es)?\b",
-               r"\bfuga de datos\b", r"\brobad[oa]s?\b", r"\brobaron\b", r"\bfiltraci[oó]n\w*",
-               r"\balguien (?:se )?(?:ha )?(?:entr[óo]|entrado|metido|meti[óo]|accedi[óo]|accedido) (?:a|en) mi (?:cuenta|perfil|correo)\b",
-               r"\bno (?:fui|he sido) yo\b",
-               r"\b(?:cargos?|cobros?|compras?|pagos?) (?:\w+ ){0,5}que no (?:reconozco|hice|autoric[ée])\b",
-               r"\bclonad[oa]s?\b", r"\bes (?:una )?estafa\?", r"\benlace (?:falso|sospechoso|raro)\b",
-               r"\bparece falso\b", r"\bsuplantaci[oó]n\b", r"\bclonaron\b", r"\bse filtraron\b",
-               r"\b(?:cargos?|cobros?|compras?|pagos?) (?:\w+ ){0,5}que (?:yo )?nunca (?:hice|autoric[ée])\b",
-               r"\bme hicieron una estafa\b", r"\balguien compr[óo] con mi (?:cuenta|tarjeta)\b",
-               r"\b(?:transferencias?|cargos?|cobros?|compras?|pagos?|movimientos?)\b(?: \S+){0,8} (?:que|a un \w+ que) "
-               r"(?:desconozco|no (?:he|hab[íi]a) autorizado|no reconozco)\b", r"\btroyano\w*"),
-    "fr": _any(r"\bpirat[ée]e?s?\b", r"\bpiratage\b", r"\bfuite de donn[ée]es\b",
-               r"\bacc[èe]s non autoris[ée]\b", r"\bnon autoris[ée]e?s?\b", r"\bhame[çc]onnage\b",
-               r"\bphishing\b", r"\bfraude\w*", r"\bmalware\b", r"\blogiciel malveillant\b",
-               r"\bviolation de (?:donn[ée]es|s[ée]curit[ée])\b", r"\bfaille de s[ée]curit[ée]\b",
-               r"\busurpation d'identit[ée]\b", r"\bvol[ée]e?s? (?:de|mes|mon|ma)\b",
-               r"\b(?:quelqu'un|qqn) (?:s'est connect[ée]|a acc[ée]d[ée]|est entr[ée]) (?:[àa]|sur|dans) mon (?:compte|profil)\b",
-               r"\bc'est pas moi\b", r"\bce n'(?:est|[ée]tait) pas moi\b",
-               r"\b(?:que je n'ai|que j'ai) (?:jamais|pas) (?:autoris[ée]|fait|effectu[ée]|command[ée])e?s?\b",
-               r"\bclon[ée]e?\b", r"\bune arnaque\s*\?", r"\blien (?:suspect|bizarre|frauduleux)\b",
-               r"\bcheval de troie\b"),
-    "pt": _any(r"\bhackead[oa]s?\b", r"\bhacker\w*", r"\bn[ãa]o autorizad[oa]s?\b",
-               r"\bvazamento\w*", r"\bfraude\w*", r"\bphishing\b", r"\bmalware\b",
-               r"\bviola[çc][ãa]o de (?:dados|seguran[çc]a)\b", r"\bcomprometid[oa]s?\b",
-               r"\binvadid[oa]s?\b", r"\bsem (?:a )?minha autoriza[çc][ãa]o\b",
-               r"\broubo de (?:identidade|dados|conta)\b", r"\bfalha de seguran[çc]a\b",
-               r"\binvadi(?:ram|u)\b", r"\bclonad[oa]s?\b", r"\bclonaram\b", r"\b[ée] (?:um )?golpe\s*\?",
-               r"\balgu[ée]m (?:entrou|acessou|invadiu|t[áa] usando|est[áa] usando) (?:n[oa]|[oa]) (?:minha|meu) (?:conta|perfil)\b",
-               r"\bn[ãa]o (?:sou|fui) eu\b", r"\bn[ãa]o autorizei\b", r"\bvazaram\b",
-               r"\broubaram (?:minha|meu|meus|minhas)\b", r"\bacesso estranho\b", r"\bgolpista\w*",
-               r"\broubad[oa]s?\b", r"\bcavalo de tr[óo]ia\b",
-               r"\b(?:compras?|cobran[çc]as?|pagamentos?|d[ée]bitos?|transfer[êe]ncias?|pix) (?:\S+ ){0,8}que (?:eu )?n[ãa]o "
-               r"(?:fiz|reconhe[çc]o|autorizei)\b", r"\blink (?:estranho|suspeito|falso)\b"),
-}
-
-_LEGAL = {
-    "en": _any(r"\blawsuits?\b", r"\blegal (?:action|steps|proceedings)\b",
-               r"\bsmall[- ]claims\b", r"\b(?:take|taking|see) (?:you|them|this|the matter) to court\b",
-               r"\bcourt (?:order|case|action)\b", r"\bclass action\b",
-               r"\b(?:report|complain\w*) (?:you )?to the (?:regulator|ombudsman|authorities|data protection authority)\b",
-               r"\bconsumer protection (?:agency|office|authority)\b",
-               r"\breport\w* (?:it|this|you|the matter) to (?:the )?(?:ico|ofcom|ofgem|fca|cma|ftc|fcc|trading standards|ombudsman|regulator)\b",
-               r"\b(?:complaint|complain) (?:with|to) the (?:fcc|ftc|cfpb|bbb|better business bureau|ombudsman|regulator)\b"),
-    "de": _any(r"\bklage\b", r"\bverklagen\b",
-               r"\bverklage\b", r"\b(?:vor|zum|ans|zu|das) gericht\b", r"\bgerichtlich\w*",
-               r"\bgerichtsverfahren\b", r"\bamtsgericht\b", r"\brechtliche schritte\b", r"\bjuristische schritte\b",
-               r"\bverbraucherzentrale\b", r"\babmahnung\b", r"\bbundesnetzagentur\b",
-               r"\bschlichtungsstelle\b"),
-    "es": _any(r"\bdemanda judicial\b",
-               r"\b(?:presentar[ée]?|presentaremos|interponer|interpondr[ée]|pondr[ée]) (?:una )?demanda\b",
-               r"\bdemandar(?:[ée]|emos|les|los)?\b", r"\bacciones? legal(?:es)?\b",
-               r"\bmedidas legales\b", r"\btribunal(?:es)?\b", r"\bdenunci[oa]\w*",
-               r"\breclamaci[oó]n (?:en|ante) (?:la omic|consumo|la oficina del consumidor)\b",
-               r"\b(?:omic|facua|ocu|profeco|sernac)\b", r"\barbitraje de consumo\b", r"\bhoja de reclamaciones\b", r"\bno se (?:queda|va a quedar) as[íi]\b"),
-    "fr": _any(r"\bpoursuites? (?:judiciaires?|en justice)\b", r"\baction en justice\b",
-               r"\bporter plainte\b", r"\bd[ée]poser (?:une )?plainte\b", r"\btribunal\b",
-               r"\bmise en demeure\b", r"\bmesures? l[ée]gales?\b", r"\bdgccrf\b",
-               r"\bune action en justice\b", r"\b60 millions de consommateurs\b",
-               r"\bassociation de consommateurs\b"),
-    "pt": _any(r"\bprocesso judicial\b", r"\ba[çc][ãa]o judicial\b",
-               r"\b(?:vou|vamos|irei|iremos) processar\b", r"\bprocessar (?:voc[êe]s|a empresa)\b",
-               r"\bprocessarei\b", r"\bprocessaremos\b",
-               r"\bmedidas (?:legais|judiciais)\b", r"\btribuna(?:l|is)\b",
-               r"\bprocon\b", r"\bjusti[çc]a\b", r"\ba[çc][ãa]o (?:judicial|legal|por)\b"),
-}
-# A lawyer is a threat only when the customer brings one in: "my lawyer", "I'll contact an
-# attorney", "ich schalte meinen Anwalt ein", "hablaré con un abogado", "je prends un
-# avocat"; not a lawyer writing as a customer ("Bin Anwalt", "sou advogado"), a law firm
-# buying licences, a legal department asking for terms, or French avocados.
-_LAWYERS = r"(?:lawyers?|attorneys?|solicitors?|(?:rechts)?anw[äa]lt\w*|abogad[oa]s?|avocats?|advogad[oa]s?)"
-_DEPARTMENTS = (r"(?:legal (?:team|department|counsel)|rechtsabteilung|(?:departamento|equipo) (?:legal|"
-                r"jur[íi]dico)|service (?:juridique|contentieux)|juristes?|(?:departamento |setor )?jur[íi]dico)")
-_THEIRS = (r"(?:my|our|mein\w*|unser\w*|zum|mi|mis|nuestr[oa]s?|mon|notre|nos|mes|meu|minha|nosso|nossa|"
-           r"meus|nossos)")
-_BRINGING = (r"(?:(?:contact|consult|hire|involve|get|call|pass \w+ to|hand \w+ to|forward \w+ to|"
-             r"talk to|speak to|speak with|go to)\w* (?:an?|the|with an?)?|"
-             r"(?:einschalt|hinzuzieh|hinzuzuzieh|nehm|geh|übergeb|[üu]bergeb|weiterleit|kontaktier|beauftrag)\w* "
-             r"(?:einen|ein|den|dem)?|(?:consult|contact|contrat|habl|llam|pas|acud|busc)ar[ée]?(?:mos)? "
-             r"(?:con |a |al )?(?:un|una|el|los|mis)?|(?:consulter|contacter|saisir|transmettre|prendre|voir)"
-             r"(?:ai|ons|a)? (?:un|une|l'|le|mon|notre)?|(?:acionar|procurar|contratar|consultar|"
-             r"falar com|passar para)(?:ei|emos)? (?:um|uma|o|meu|nosso)?)")
-_LAWYER = re.compile(rf"\b{_THEIRS} {_LAWYERS}\b(?! (?:needs|requires|asked|asks|braucht|ben[öo]tigt|bittet|"
-                     rf"necesita|requiere|pide|a besoin|demande|precisa|pede|pediu))|\b{_BRINGING}\s*(?:{_THEIRS} )?(?:{_LAWYERS}|{_DEPARTMENTS})\b|"
-                     rf"\b(?:{_LAWYERS}|{_DEPARTMENTS}) (?:will|is going to|wird|werden|va|van|"
-                     rf"vont|vai|v[ãa]o) (?:\w+ ){{0,2}}(?:contact|be in touch|hear|receive|kontaktier|"
-                     rf"contactar|contacter|entrar)", _I)
-# "sue" in lower case (or shouted), with what makes it a threat: never the name "Sue"
-_SUE = re.compile(r"\b(?:will|going to|gonna|shall|to|could|may|might|would|we'll|i'll|and) "
-                  r"(?:sue|SUE)\b|\b(?:sue|SUE) (?:you|your|them|the company|for)\b")
-
-_ANGRY = {
-    "en": _any(r"\bunacceptable\b", r"\bridiculous\b", r"\bfurious\b", r"\boutrageous\b",
-               r"\bworst\b", r"\bdisgusting\b", r"\bfed up\b", r"\bpathetic\b",
-               r"\bincompetent\b", r"\bdisgrace\w*",
-               # "scam" aimed at the company; a scam by someone else is a security matter
-               r"\b(?:this|you|your company|that|it) (?:is|are|'re|'s) (?:a |such a |an absolute |a total |a complete )?scam\b(?!\s*\?)",
-               r"\bscammers\b", r"\bwhat a scam\b", r"\bthanks for nothing\b", r"\b(?:complete|total|absolute) lie\b", r"\bfurious\b",
-               r"\bsick and tired\b", r"\bshame on you\b", r"\bnever again\b", r"\bangry\b",
-               r"\bterrible service\b", r"\bhorrible\b", r"\b(?:absolute(?:ly)?|total|complete) (?:joke|useless)\b",
-               r"\b(?:oh )?(?:great|wonderful|fantastic|brilliant|perfect), (?:another|yet another|again)\b",
-               r"\breally impressive work\b", r"\bwhat a joke\b", r"\byou(?:'re| are) a joke\b",
-               r"\b(?:absolute |complete |total )?garbage\b", r"\bunbelievable\b", r"\byou people are useless\b",
-               r"\bgreat job,? guys\b", r"\bappalling\b", r"\brubbish\b", r"\bsick of\b"),
-    "de": _any(r"\bfrechheit\b", r"\binakzeptabel\b", r"\bunversch[äa]mt\w*", r"\bskandal\w*",
-               r"\b(?:das|sie|ihr|es) (?:ist|sind|seid) (?:ja |doch |einfach |wirklich )?unm[öo]glich\b", r"\bsauer\b", r"\bw[üu]tend\b", r"\bzumutung\b",
-               r"\bl[äa]cherlich\b", r"\bstinksauer\b", r"\bsehr entt[äa]uscht\b", r"\bna (?:super|toll|klasse),",
-               r"\bdanke f[üu]r nix\b", r"\bweiter so\.", r"\bwirklich gro[ßs]artig wie\b",
-               r"\btoll, wie\b", r"\binkompetent\w*", r"\b(?:schnauze|nase) (?:gestrichen )?voll\b",
-               r"\bzum kotzen\b", r"\b(?:seid|ist|sind) (?:ja )?(?:der|ein) witz\b"),
-    "es": _any(r"\binaceptable\b", r"\bvergonzos[oa]\b", r"\bindignad[oa]\b", r"\bfuriose?[oa]?\b",
-               r"\bharto\b", r"\bharta\b", r"\b(?:es|esto es|son) una estafa\b", r"\bestafadores\b", r"\bp[ée]sim[oa]\b", r"\brid[íi]cul[oa]\b",
-               r"\bes una verg[üu]enza\b", r"\bincompetentes?\b",
-               r"\bqu[ée] (?:maravilla|bien|genial), (?:otra vez|otro|otra)\b", r"\bse nota que les importan\b",
-               r"\bgenial, otra vez\b", r"\besto es una burla\b", r"\bque buen servicio, de verdad\b",
-               r"\bque verg[üu]enza\b", r"\bhasta las narices\b", r"\bsinverg[üu]enzas?\b",
-               r"\btomadura de pelo\b", r"\bintolerable\b", r"\b(?:son|sois|es) un desastre\b", r"\bpodrid[oa]s?\b", r"\bindignante\b", r"\bde chiste\b", r"\bvaya tela\b"),
-    "fr": _any(r"\binadmissible\b", r"\binacceptable\b", r"\bscandaleu(?:x|se)\b", r"\bhonteu(?:x|se)\b",
-               r"\bfurieu(?:x|se)\b", r"\bras le bol\b", r"\bridicule\b",
-               r"\b(?:c'est|quelle|vous [êe]tes|une vraie) (?:une |de l')?arnaque\b(?!\s*\?)", r"\barnaqueurs?\b",
-               r"\bde la marde\b", r"\btabarnak\b", r"\bincomp[ée]tence\b",
-               r"\bc'est une honte\b", r"\bexasp[ée]r[ée]e?\b", r"\bincomp[ée]tents?\b",
-               r"\bbravo, (?:encore|une fois de plus)\b", r"\bvous vous moquez de moi\b",
-               r"\bquel professionnalisme\b", r"\bfoutez de (?:ma gueule|moi)\b", r"\bj'en ai marre\b",
-               r"\bn'importe quoi\b", r"\bprofond m[ée]contentement\b", r"\bm[ée]pris\b"),
-    "pt": _any(r"\binaceit[áa]vel\b", r"\babsurdo\b", r"\bvergonha\b", r"\bfurios[oa]\b",
-               r"\brid[íi]cul[oa]\b", r"\bp[ée]ssim[oa]\b", r"\bcansad[oa] de\b",
-               r"\bindignad[oa]\b", r"\brevoltad[oa]\b", r"\buma piada\b", r"\bum golpe\b(?!\s*\?)", r"\bincompetentes?\b",
-               r"\bparab[ée]ns, mais (?:uma|um) vez\b", r"\bparab[ée]ns, mais uma\b", r"\bfart[oa] dis(?:to|so)\b",
-               r"\bservi[çc]o de primeira, h[ea]in\b", r"\bsacanagem\b", r"\b(?:um|uns|s[ãa]o um) lixo\b",
-               r"\bn[ãa]o aguento mais\b", r"\bsaco cheio\b", r"\b(?:um|s[ãa]o um) insulto\b", r"\bpicaretas?\b", r"\b[ée] (?:uma )?brincadeira\b", r"\bpalha[çc]ada\b"),
-}
-# milder negative words: together with shouting or "!!!" they make anger
-_NEGATIVE = {
-    "en": _any(r"\bnot\b", r"\bno\b", r"\bnever\b", r"\bnothing\b", r"\bnobody\b", r"\bno one\b",
-               r"\w+n't\b", r"\bcannot\b", r"\bbroken\b", r"\bwrong\b", r"\bfail\w*", r"\berrors?\b",
-               r"\bstill\b", r"\bagain\b", r"\bbad\b", r"\bwaste\w*", r"\bworst\b", r"\bangry\b",
-               r"\bdown\b", r"\blosing\b", r"\blost\b", r"\bwhy\b", r"\bwaiting\b", r"\bcharged\b"),
-    "de": _any(r"\bnicht\b", r"\bnichts\b", r"\bkein\w*", r"\bnie\b", r"\bniemand\b",
-               r"\bimmer noch\b", r"\bschon wieder\b", r"\bkaputt\b", r"\bfalsch\b", r"\bfehler\w*",
-               r"\bwarum\b"),
-    "es": _any(r"\bno\b", r"\bnada\b", r"\bnadie\b", r"\bnunca\b", r"\btodav[íi]a\b",
-               r"\botra vez\b", r"\berror\w*", r"\bmal\b", r"\bpor qu[ée]\b"),
-    "fr": _any(r"\bne\b", r"\bn'", r"\bpas\b", r"\brien\b", r"\bjamais\b", r"\btoujours pas\b",
-               r"\bencore\b", r"\berreurs?\b", r"\bpourquoi\b"),
-    "pt": _any(r"\bn[ãa]o\b", r"\bnada\b", r"\bningu[ée]m\b", r"\bnunca\b", r"\bainda\b",
-               r"\bde novo\b", r"\berros?\b", r"\bpor que\b"),
-}
-
-_PERSON = {
-    "en": _any(r"\b(?:talk|speak|chat) (?:to|with) (?:a|an|your|some|the)? ?(?:real )?(?:person|human|"
-               r"manager|supervisor|agent|representative|someone|somebody|people)\b",
-               r"\breal (?:person|human)\b", r"\bhuman (?:agent|being|support)\b",
-               r"\b(?:call|phone|ring) me(?: back)?\b", r"\b(?:a|your) call ?back\b",
-               r"\bescalate\b", r"\b(?:not|no) (?:a )?(?:bot|robot|chatbot|automated (?:reply|answer))\b",
-               r"\bgive me a call\b", r"\b(?:actual|live) (?:human|person|agent)\b",
-               r"\bsomeone (?:to )?(?:call|phone|ring)(?:ed|s)? me\b",
-               r"\b(?:somebody|someone|anyone|you) (?:could|can|would|to) (?:please )?(?:telephone|phone|call|ring) (?:me|her|him|us)\b", r"\b(?:can|could) (?:a|your) (?:supervisor|manager)\b",
-               r"\b(?:your|a) (?:supervisor|manager|boss)\b", r"\bput me through to\b"),
-    "de": _any(r"\bmit einem (?:menschen|mitarbeiter|vorgesetzten|verantwortlichen)\b",
-               r"\bpers[öo]nlich sprechen\b", r"\bvorgesetzt\w*", r"\br[üu]ckruf\b",
-               r"\brufen sie (?:mich|uns)\b", r"\bechte[nrm]? (?:mensch|person)\w*", r"\bkein(?:en)? bot\b",
-               r"\bzur[üu]ckrufen\b", r"\beinen menschen\b", r"\b(?:lieber|gerne?|kurz|pers[öo]nlich) am telefon\b", r"\bam telefon (?:sprechen|besprechen|kl[äa]ren|erkl[äa]ren)\b", r"\bruft (?:mich|uns) an\b",
-               r"\b(?:ihren|ihrem|einen|einem|euren|eurem) (?:chef|vorgesetzten)\b",
-               r"\btelefonisch kontaktieren\b", r"\b(?:mich|uns) (?:\w+ ){0,3}anrufen\b", r"\btelefontermin\w*",
-               r"\b(?:meeting|termin|gespr[äa]ch|telefonat|r[üu]ckruf)\w* (?:\w+ ){0,5}vereinbaren\b",
-               r"\bmit (?:eurem|ihrem|dem|einem) (?:chef|vorgesetzten|verantwortlichen|ansprechpartner)\b"),
-    "es": _any(r"\bhablar con (?:una persona|un agente|un humano|alguien|un supervisor|un responsable|"
-               r"un encargado|el encargado|el responsable|un ser humano)\b",
-               r"\bll[áa]menme\b", r"\bme (?:llamen|llame)\b", r"\bpersona real\b",
-               r"\b(?:una|por) llamada\b(?! de (?:zoom|teams|video|skype|meet))", r"\bllamada telef[óo]nica\b",
-               r"\bp[áa]s(?:en|e)me con\b", r"\bpasar con una persona\b", r"\bpersona de verdad\b", r"\b(?:el|un|su) (?:encargado|supervisor|jefe|responsable)\b",
-               r"\b(?:concertar|agendar|programar|tener) una (?:reuni[óo]n|llamada|videollamada|cita telef[óo]nica)\b",
-               r"\bcontacto conmigo por tel[ée]fono\b", r"\b(?:quiero|quisiera|necesito|me gustar[íi]a|puedo) hablar (?:directamente |personalmente )?con\b"),
-    "fr": _any(r"\bparler (?:[àa]|avec) (?:une personne|un humain|quelqu'un|un conseiller|un responsable|"
-               r"un (?:vrai )?interlocuteur|un superviseur)\b",
-               r"\brappelez[- ]moi\b", r"\b[êe]tre rappel[ée]e?\b", r"\bme rappeler\b",
-               r"\bpersonne r[ée]elle\b", r"\bappelez[- ]moi\b", r"\bqu'(?:on|un \w+|une \w+|quelqu'un) m'appelle\b",  # not "je m'appelle"
-               r"\bm'appeler\b",
-               r"\bau t[ée]l[ée]phone\b", r"\b(?:votre|un) (?:sup[ée]rieur|responsable|manager)\b",
-               r"\brendez-vous t[ée]l[ée]phonique\b", r"\b[êe]tre contact[ée]e?s? par t[ée]l[ée]phone\b"),
-    "pt": _any(r"\bfalar com (?:uma pessoa|um atendente|um humano|algu[ée]m|um supervisor|o gerente|"
-               r"um gerente|um respons[áa]vel)\b", r"\bme liguem?\b", r"\bpessoa real\b",
-               r"\b(?:uma|por) liga[çc][ãa]o\b(?! (?:ao|de|do|com o) (?:servidor|rede|internet))",
-               r"\bretorno por telefone\b", r"\b(?:o )?vosso (?:gerente|supervisor|respons[áa]vel)\b", r"\b(?:podem|pode|possam) me ligar\b",
-               r"\bpor telefone\b", r"\bme ligar\b", r"\b(?:o|um|seu) (?:gerente|supervisor|respons[áa]vel)\b",
-               r"\bagendar uma (?:reuni[ãa]o|liga[çc][ãa]o|chamada|call|conversa)\b", r"\bme ligasse\b"),
-}
-
-
-# what cancels a signal just before it ("there is no outage", "I was not hacked", "kein
-# Ausfall", "ce n'est pas une fraude"), with at most two words in between; a break in the
-# clause (punctuation, "but") ends its reach, and "so" / "more" make it stronger instead
-# ("never been so angry")
-_NEGATORS = {
-    "en": r"no need (?:to|for)|no one|nobody|nothing|no|not|never|without|nor|cannot|"
-          r"\w+n[’']t",
-    "de": r"nicht|kein\w*|nie|niemals|niemand|nichts|ohne",
-    "es": r"no (?:hace falta|es necesario|necesito|quiero)(?: que)?|no|ning[uú]n\w*|nunca|nadie|"
-          r"nada|sin|tampoco",
-    "fr": r"pas besoin (?:de|d'|qu'on|que)|inutile de|pas|aucun\w*|jamais|sans|ni",
-    "pt": r"n[ãa]o (?:precis[ao]m?|[ée] necess[áa]rio|quero)(?: que)?|n[ãa]o|nenhum\w*|nunca|"
-          r"ningu[ée]m|nada|sem|nem",
-}
-_CLAUSE_BREAK = re.compile(r"[.,;:!?\n]|\b(?:but|aber|pero|mais|mas|however|sondern)\b", _I)
-_STRONGER = re.compile(r"\b(?:so|more|this|that|ever|as|such|too|so\s+much)\b", _I)
-_NEGATED = {lang: re.compile(rf"\b(?:{neg})\b((?:\s+[\w'’-]+){{0,2}})\s*$", _I)
-            for lang, neg in _NEGATORS.items()}
-
 
 def _negated(text: str, start: int, languages: Iterable[str]) -> bool:
-    """Whether the words just before ``start`` cancel what follows (see _NEGATORS)."""
+    """Whether the words just before ``start`` cancel what follows (see NEGATED)."""
     before = text[max(0, start - 80):start]
-    breaks = list(_CLAUSE_BREAK.finditer(before))
+    breaks = list(CLAUSE_BREAK.finditer(before))
     if breaks:
         before = before[breaks[-1].end():]
     for lang in languages:
-        match = _NEGATED[lang].search(before) if lang in _NEGATED else None
-        if match and not _STRONGER.search(match.group(1)):
+        match = NEGATED[lang].search(before) if lang in NEGATED else None
+        if match and not STRONGER.search(match.group(1)):
             return True
     return False
 
@@ -424,73 +118,32 @@ def _tables(language: str) -> list[str]:
     return [language] if language == "en" else [language, "en"]
 
 
-# "I'm not reachable tomorrow", "ich bin tagsüber nicht erreichbar": the customer is
-# unavailable, not the service
-_AVAILABILITY = re.compile(r"unreachable|unavailable|not (?:reachable|available)|erreichbar|"
-                           r"indisponi|no disponible|inaccessible|inacess", _I)
-_FIRST_PERSON_BE = re.compile(r"\b(?:i am|i'm|i will be|i'll be|ich bin|bin ich|wir sind|je suis|"
-                              r"je serai|estoy|estar[ée]|estou|estarei)\b", _I)
-
-
-# "to minimise downtime", "sans temps d'arrêt", "geplante Ausfallzeit": not happening now
-_AVOIDED = re.compile(r"\b(?:minimi[sz]\w*|minimal|minimum|avoid\w*|reduc\w*|prevent\w*|without|planned|scheduled|"
-                      r"evitar|reducir|sin|programad\w*|[ée]viter|r[ée]duire|sans|planifi[ée]e?s?|"
-                      r"minimiser|minimizar|reduzir|sem|vermeid\w*|minimier\w*|reduzier\w*|ohne|"
-                      r"geplante?n?)\W+(?:(?:the|any|el|la|los|le|les|des|de|du|o|a|os|as|die|der|den|"
-                      r"unnecessary|possible|posibles?|possibles?|poss[íi]veis|m[öo]gliche)\W+)*$", _I)
-
-# "the price of the premium tier went down": a price, not a service
-_PRICES = re.compile(r"\b(?:price|prices|cost|costs|rate|rates|fee|fees|bill|premium|tariff|"
-                     r"subscription|stock|shares)\b", _I)
-# "l'appli plante quand j'ouvre l'onglet": a crash on one action is a bug, not an outage
-_WHEN = re.compile(r"\W*(?:quand|lorsque|d[èe]s que|si|[àa] chaque fois|when(?:ever)?|every time|"
-                   r"cuando|wenn|sobald|quando|sempre que)\b", _I)
-_CRASH = re.compile(r"plant|crash|trav|abst[üu]rz|cuelg|bloque", _I)
-_MINIMAL = re.compile(r"\W*(?:m[íi]nim[oa]l?e?s?|minimal\w*|reduced|reducid[oa]|r[ée]duite?)\b", _I)
-
-# "Ein Rückruf ist nicht nötig", "a call is not necessary": declined after the words
-_NOT_NEEDED = re.compile(r"[^.!?\n]{0,25}?\b(?:(?:is|are) not (?:necessary|needed|required)|isn'?t (?:necessary|needed)|"
-                         r"(?:ist|sind) (?:nicht|kein\w*) (?:n[öo]tig|notwendig|erforderlich)|"
-                         r"no (?:es|son|ser[áa]) necesari[oa]s?|no hace falta|(?:n'est|ne sera) pas n[ée]cessaire|"
-                         r"(?:est|sera) inutile|n[ãa]o (?:[ée]|ser[áa]) necess[áa]ri[oa])", _I)
-# a question about planned maintenance is not an outage report
-_PLANNED = re.compile(r"\b(?:planned|scheduled|announced) maintenance|maintenance (?:window|planned|scheduled)|"
-                      r"for maintenance\b|geplante\w* wartung|wartungsarbeiten|ank[üu]ndigung|"
-                      r"mantenimiento (?:programado|previsto|planificado)|maintenance (?:programm[ée]e|pr[ée]vue|"
-                      r"planifi[ée]e)|op[ée]ration de maintenance|manuten[çc][ãa]o (?:programada|prevista|agendada)", _I)
-
-# "protect against SIM-swap fraud", "wie erkenne ich Phishing": a topic, not an incident
-_GUARDING = re.compile(r"\b(?:against|prevent\w*|protect\w*|avoid\w*|recogni[sz]e|spot(?:ting)?|contra|"
-                       r"prevenir|prevenci[oó]n|proteger|evitar|reconocer|contre|pr[ée]venir|"
-                       r"prot[ée]ger|[ée]viter|reconna[îi]tre|gegen|vorbeug\w*|sch[üu]tzen|erkennen|"
-                       r"preven[çc][ãa]o|reconhecer)\W+(?:\S+\W+){0,2}$", _I)
-
 
 def _guarding(text: str, start: int, words: str) -> bool:
-    return bool(_GUARDING.search(text[max(0, start - 40):start]))
+    return bool(GUARDING.search(text[max(0, start - 40):start]))
 
 
 def _not_needed(text: str, start: int, words: str) -> bool:
-    return bool(_NOT_NEEDED.match(text, start + len(words)))
+    return bool(NOT_NEEDED.match(text, start + len(words)))
 
 
 def _not_an_outage(text: str, start: int, words: str) -> bool:
     """Outage words that are about the customer's own availability ("I'm not reachable
     tomorrow") or about downtime to avoid or planned ("to minimise downtime")."""
-    if (_AVOIDED.search(text[max(0, start - 40):start])
-            or _MINIMAL.match(text, start + len(words)) or _PLANNED.search(text)
-            or (_CRASH.search(words) and _WHEN.match(text, start + len(words)))):
+    if (AVOIDED.search(text[max(0, start - 40):start])
+            or MINIMAL.match(text, start + len(words)) or PLANNED.search(text)
+            or (CRASH.search(words) and WHEN.match(text, start + len(words)))):
         return True
     clause = text[max(0, start - 60):start]
-    breaks = list(_CLAUSE_BREAK.finditer(clause))
-    if re.search(r"\bdown\b", words, _I) and _PRICES.search(
+    breaks = list(CLAUSE_BREAK.finditer(clause))
+    if re.search(r"\bdown\b", words, re.IGNORECASE) and PRICES.search(
             clause[breaks[-1].end():] if breaks else clause):
         return True
-    if not _AVAILABILITY.search(words):
+    if not AVAILABILITY.search(words):
         return False
     before = text[max(0, start - 60):start]
-    breaks = list(_CLAUSE_BREAK.finditer(before))
-    return bool(_FIRST_PERSON_BE.search(before[breaks[-1].end():] if breaks else before))
+    breaks = list(CLAUSE_BREAK.finditer(before))
+    return bool(FIRST_PERSON_BE.search(before[breaks[-1].end():] if breaks else before))
 
 
 def _first(patterns: dict[str, re.Pattern[str]], text: str, languages: list[str], *,
@@ -516,12 +169,12 @@ def _shouting(text: str) -> bool:
 
 
 def _anger(text: str, languages: list[str]) -> str:
-    word = _first(_ANGRY, text, languages)
+    word = _first(ANGRY, text, languages)
     if word:
         return word
     loud = _shouting(text)
     exclaimed = text.count("!") >= 3
-    if (loud or exclaimed) and _first(_NEGATIVE, text, languages, negatable=False):
+    if (loud or exclaimed) and _first(NEGATIVE, text, languages, negatable=False):
         return "shouting" if loud else "exclamation marks"
     return ""
 
@@ -530,8 +183,6 @@ LEARNED_AT = 0.7
 """Probability (0..1) from which :class:`SignalModel` raises a signal the patterns missed
 (chosen by cross-validation on the shipped lines, see ``benchmarks/bench_triage.py``)."""
 
-# "Telefon: <tel_num>", "my number is 0412 555 019": details given, not a request
-_CONTACT_DETAILS = re.compile(r"<tel_num>|<email>|\+?\d[\d ()/-]{6,}\d|\S+@\S+\.\w+", _I)
 _SENTENCES = re.compile(r"[^.!?\n]*[^\W_][^.!?\n]*[.!?]*")
 
 _FEATURES = (("char_wb", (2, 5), 2), ("word", (1, 2), 1))   # analyzer, n-gram range, min_df
@@ -548,13 +199,6 @@ def _learning() -> tuple[Any, Any, Any, Any]:
         raise MissingDependency("triage's learned signals need scikit-learn: "
                                 "pip install 'foreperson[tickets]'") from exc
     return numpy, sparse, TfidfVectorizer, LogisticRegression
-
-
-def _cache_dir() -> Path:
-    if os.environ.get("FOREPERSON_CACHE_DIR"):
-        return Path(os.environ["FOREPERSON_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "foreperson"
 
 
 class SignalModel:
@@ -605,16 +249,18 @@ class SignalModel:
                     "bias": np.round(np.array(bias), 7).tolist()})
 
     def _load(self, state: dict[str, Any]) -> None:
-        np, _, tfidf, _ = _learning()
+        np = _tfidf.load_numpy()
         if state.get("format") != _FORMAT or len(state["parts"]) != len(_FEATURES):
             raise ValueError("not a triage model state of this version")
         self._np = np
         self._state = state
         self._bias = np.array(state["bias"], dtype=float)
         # scoring one text through scikit-learn costs ~3 ms of call overhead; the same
-        # sums by hand (sublinear tf x idf, l2 per part, dot the weights) a third of it
+        # sums by hand (sublinear tf x idf, l2 per part, dot the weights) a third of it,
+        # with scikit-learn's analyzers redone in _tfidf (no scikit-learn import to read
+        # a state back)
         self._parts = [
-            (tfidf(analyzer=analyzer, ngram_range=grams).build_analyzer(),
+            (_tfidf.analyzer(analyzer, grams),
              dict(zip(part["grams"], range(len(part["grams"])), strict=True)),
              np.array(part["idf"], dtype=float),
              np.array(part["weights"], dtype=float).reshape(-1, len(SIGNALS)))
@@ -622,10 +268,11 @@ class SignalModel:
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> SignalModel:
-        """A model from :meth:`state` (a JSON object).
+        """A model from :meth:`state` (a JSON object); needs numpy, not scikit-learn.
 
         Raises:
             ValueError, KeyError, TypeError: ``state`` is not a state of this version.
+            MissingDependency: numpy is not installed.
         """
         model = cls.__new__(cls)
         model._load(state)
@@ -659,34 +306,25 @@ class SignalModel:
         Training takes about two seconds; the trained state is kept as JSON in the
         cache folder (``$FOREPERSON_CACHE_DIR``, else ``$XDG_CACHE_HOME/foreperson``,
         else ``~/.cache/foreperson``) under a name derived from the lines and the
-        scikit-learn version, and read back in a fraction of that by later processes.
-        A cache that cannot be read or written is passed over.
+        scikit-learn version (read from its metadata: reading the state back imports
+        numpy, not scikit-learn), and read back in a fraction of that by later
+        processes. A cache that cannot be read or written is passed over.
 
         Raises:
-            MissingDependency: scikit-learn is not installed.
+            MissingDependency: no valid cache and scikit-learn is not installed.
         """
         folder = resources.files("foreperson.tickets") / "data" / "triage"
         files = sorted((f for f in folder.iterdir() if f.name.endswith(".jsonl")),
                        key=lambda f: f.name)
         texts = [f.read_text(encoding="utf-8") for f in files]
-        import sklearn
-        key = hashlib.sha256("\0".join([str(_FORMAT), sklearn.__version__, *texts])
-                             .encode()).hexdigest()[:24]
-        path = _cache_dir() / f"triage-{key}.json"
-        try:
-            return cls.from_state(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
+        key = _cache.cache_key(str(_FORMAT), _cache.library_version("scikit-learn"), *texts)
+        path = _cache.cache_dir() / f"triage-{key}.json"
+        cached = _cache.load(path, cls.from_state)
+        if cached is not None:
+            return cached
         model = cls([json.loads(line) for text in texts for line in text.splitlines()
                      if line.strip()])
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent,
-                                             prefix=".triage-", delete=False) as out:
-                json.dump(model.state(), out, ensure_ascii=False, separators=(",", ":"))
-            os.replace(out.name, path)
-        except OSError:
-            pass
+        _cache.write(path, model.state())
         return model
 
     def _scores(self, texts: Sequence[str]) -> Any:
@@ -740,8 +378,8 @@ def _ruled_out(text: str, signal: str, start: int, end: int, words: str,
     model opens negated, or holds that signal's pattern negated or excluded."""
     if _negated(text, start, languages):
         return True
-    if signal == "asks for a person" and (_CONTACT_DETAILS.search(words)
-                                          or _NOT_NEEDED.search(words)):
+    if signal == "asks for a person" and (CONTACT_DETAILS.search(words)
+                                          or NOT_NEEDED.search(words)):
         return True
     patterns, exclude = _PATTERNS[signal]
     for lang in languages:
@@ -755,9 +393,9 @@ def _ruled_out(text: str, signal: str, start: int, end: int, words: str,
 
 _PATTERNS: dict[str, tuple[dict[str, re.Pattern[str]],
                            Callable[[str, int, str], bool] | None]] = {
-    "outage": (_OUTAGE, _not_an_outage), "security": (_SECURITY, _guarding),
-    "legal": (_LEGAL, None), "angry customer": (_ANGRY, None),
-    "asks for a person": (_PERSON, _not_needed)}
+    "outage": (OUTAGE, _not_an_outage), "security": (SECURITY, _guarding),
+    "legal": (LEGAL, None), "angry customer": (ANGRY, None),
+    "asks for a person": (PERSON, _not_needed)}
 
 
 def ticket_signals(text: str, language: str = "en", *, learned: bool = True) -> list[Signal]:
@@ -787,19 +425,19 @@ def ticket_signals(text: str, language: str = "en", *, learned: bool = True) -> 
 def _pattern_signals(text: str, language: str) -> list[Signal]:
     languages = _tables(language)
     found = []
-    outage = _first(_OUTAGE, text, languages, exclude=_not_an_outage)
+    outage = _first(OUTAGE, text, languages, exclude=_not_an_outage)
     if outage:
         found.append(Signal("outage", outage))
-    security = _first(_SECURITY, text, languages, exclude=_guarding)
+    security = _first(SECURITY, text, languages, exclude=_guarding)
     if security:
         found.append(Signal("security", security))
     # "I don't want to involve our lawyer, but ..." is still a threat: never cancelled
-    legal = _first(_LEGAL, text, languages, negatable=False)
+    legal = _first(LEGAL, text, languages, negatable=False)
     if not legal:
-        lawyer = _LAWYER.search(text)
+        lawyer = LAWYER.search(text)
         legal = " ".join(lawyer.group(0).lower().split()) if lawyer else ""
     if not legal:
-        sue = _SUE.search(text)
+        sue = SUE.search(text)
         legal = (sue.group(0).lower() if sue and not _negated(text, sue.start(), languages)
                  else "")
     if legal:
@@ -807,108 +445,7 @@ def _pattern_signals(text: str, language: str) -> list[Signal]:
     anger = _anger(text, languages)
     if anger:
         found.append(Signal("angry customer", anger))
-    person = _first(_PERSON, text, languages, exclude=_not_needed)
+    person = _first(PERSON, text, languages, exclude=_not_needed)
     if person:
         found.append(Signal("asks for a person", person))
     return found
-
-
-_WEEKDAYS = (r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|montag|dienstag|"
-             r"mittwoch|donnerstag|freitag|samstag|sonntag|lunes|martes|mi[ée]rcoles|jueves|"
-             r"viernes|s[áa]bado|domingo|lundi|mardi|mercredi|jeudi|vendredi|samedi|dimanche|"
-             r"segunda|ter[çc]a|quarta|quinta|sexta")
-
-_PROMISES = {
-    "money": _any(
-        r"\brefund\w*", r"\breimburs\w*", r"\bmoney back\b", r"\bcompensat\w*",
-        r"\bcredit(?:ed)? (?:to |on )?(?:your|the) (?:account|card|invoice)\b", r"\ba credit (?:note|of)\b",
-        r"\berstatt\w*", r"\br[üu]ckerstatt\w*", r"\bgutschrift\w*", r"\bgutgeschrieben\b",
-        r"\bgeld zur[üu]ck\b", r"\bentsch[äa]dig\w*",
-        r"\breembols\w*", r"\bdevoluci[oó]n del (?:dinero|importe|pago|cobro)\b",
-        r"\bdevolver(?:emos|le)? (?:el|su) (?:dinero|importe)\b", r"\babon(?:o|aremos|ar) ", r"\bcompensaci[oó]n\b",
-        r"\brembours\w*", r"\bun avoir\b", r"\bd[ée]dommag\w*", r"\bcr[ée]dit(?:[ée]|erons)\b",
-        r"\bestorn\w*", r"\bdevolu[çc][ãa]o (?:do|de) (?:dinheiro|valor|pagamento)\b",
-        r"\bcompensa[çc][ãa]o\b",
-        # a quoted price is a commitment too
-        r"(?:[$€£]\s?\d[\d.,]*|\b\d[\d.,]*\s?(?:€|\$|£|eur|euros?|usd|dollars?|reais|r\$)(?!\w))"),
-    "a time": _any(
-        r"\bwithin (?:the next )?(?:\d+|one|two|three|four|five|a few|24|48|72)[- ](?:business |working )?"
-        r"(?:hours?|days?|weeks?)\b", r"\bin the next \d+ (?:hours?|days?)\b",
-        rf"\bby (?:tomorrow|tonight|the end of (?:the )?(?:day|week|month)|{_WEEKDAYS})\b",
-        r"\b(?:today|tomorrow|tonight)\b", r"\b\d+[- ](?:business|working) days?\b",
-        r"\binnerhalb (?:von |der n[äa]chsten )?(?:\d+|zwei|drei|f[üu]nf|einem|einer|24|48)\b",
-        r"\bbis (?:morgen|heute abend|ende der woche)\b", r"\b(?<!guten )morgen\b", r"\bheute\b",
-        r"\bwerktag\w*", r"\bin den n[äa]chsten \d+\b",
-        r"\ben (?:un plazo de |los pr[óo]ximos )?\d+ (?:d[íi]as|horas)\b", r"\bdentro de (?:\d+|dos|tres|cinco|24|48)\b",
-        r"\bhoy\b", r"\b(?<!esta )(?<!la )ma[ñn]ana\b", r"\bd[íi]as h[áa]biles\b",
-        r"\bsous \d+ (?:jours|heures)\b", r"\bdans les \d+ (?:jours|heures|prochain)", r"\baujourd'hui\b",
-        r"\bdemain\b", r"\bjours? ouvr[ée]s\b", r"\bjours? ouvrables\b",
-        r"\bem at[ée] \d+\b", r"\bhoje\b", r"\bamanh[ãa]\b", r"\bdias [úu]teis\b",
-        r"\bnas pr[óo]ximas \d+ horas\b",
-        # "soon" is a promise; "immediately" is as often advice ("change your password
-        # immediately") and counts only after "we"
-        r"\b(?:shortly|soon|as soon as possible|asap)\b",
-        r"\b(?:we|we'll|we will|our team)\b[^.!?]{0,40}\b(?:immediately|right away)\b",
-        r"\bin k[üu]rze\b", r"\bumgehend\b", r"\bschnellstm[öo]glich\b", r"\bbald\b",
-        r"\bso schnell wie m[öo]glich\b", r"(?<!est[áa] )(?<!estão )(?<!ficou )(?<!ficará )\bpronto\b",   # pt "pronto": ready r"\blo antes posible\b",
-        r"\bd[èe]s que possible\b", r"\bo mais r[áa]pido poss[íi]vel\b",
-        r"\ben breve\b", r"\bcuanto antes\b", r"\b\w+(?:emos|remos) de inmediato\b",
-        r"\bsous peu\b", r"\bdans les plus brefs d[ée]lais\b",
-        r"\bem breve\b", r"\bo quanto antes\b", r"\bbrevemente\b"),
-    "contact": _any(
-        r"\b(?:we|i|someone|somebody|they|he|she|a (?:technician|colleague|supervisor|specialist|manager|"
-        r"member of our team|team member|representative)|our (?:team|technician|specialist|manager))"
-        r"(?: will|'ll| shall| is going to| are going to)(?: \w+){0,3} (?:call|phone|ring|contact|visit|"
-        r"reach out|get back|follow up|get in touch|be in touch)\b",
-        r"\b(?:get|getting) back to you\b", r"\breach(?:ing)? out to you\b", r"\bfollow up with you\b",
-        r"\bkeep you (?:updated|informed|posted)\b", r"\b(?:we|i)(?:'ll| will) (?:notify|update|inform) you\b",
-        r"\b(?:we|i)(?:'ll| will) send you (?:further |more |the )?(?:instructions|details|an? (?:email|update))\b",
-        r"\bhalten (?:wir )?sie (?:\w+ ){0,3}auf dem laufenden\b", r"\bbenachrichtigen sie\b",
-        r"\b(?:werden|wird) (?:wir )?(?:sie|ihnen) (?:\w+ ){0,4}(?:informieren|benachrichtigen|schicken|senden)\b",
-        r"\b(?:wir )?(?:werden|wird) uns (?:\w+ ){0,3}bei ihnen melden\b",
-        r"\b(?:le|lo|la) mantendremos informad[oa]\b", r"\ble (?:avisaremos|notificaremos|enviaremos)\b",
-        r"\bvous tiendr(?:ai|ons|a) inform[ée]e?s?\b", r"\bvous (?:informerons|enverrons|pr[ée]viendrons)\b",
-        r"\bmanteremos (?:voc[êe]|o senhor|a senhora) informad[oa]\b", r"\b(?:vamos|iremos) (?:avis[áa]-lo|inform[áa]-lo|enviar)\b",
-        r"\bcall you(?: back)?\b", r"\bcall-?back\b", r"\bgive you a call\b",
-        r"\b(?:will|'ll) be in touch\b", r"\btechnician will (?:visit|come)\b",
-        r"\b(?:rufen|ruft) (?:sie|ihnen) (?:\w+ )?(?:an|zur[üu]ck)\b", r"\br[üu]ckruf\w*",
-        r"\b(?:werden|wird) (?:sie|ihnen) (?:\w+ )?(?:kontaktieren|anrufen)\b", r"\bmelden (?:uns|sich) (?:\w+ )?bei ihnen\b",
-        r"\bsetzen uns (?:\w+ )?mit ihnen in verbindung\b",
-        r"\b(?:wird|werden) sich (?:\w+ ){0,3}(?:mit ihnen in verbindung setzen|bei ihnen melden)\b",
-        r"\b(?:werden|wird) (?:wir )?sie (?:\w+ ){0,3}(?:kontaktieren|anrufen|zur[üu]ckrufen)\b",
-        r"\b(?:le|te|lo|la) (?:llamaremos|llamar[áa]|contactaremos|contactar[áa])\b",
-        r"\bnos pondremos en contacto\b", r"\bse pondr[áa] en contacto\b",
-        r"\ble (?:responderemos|escribiremos|informaremos)\b",
-        r"\bvous rappell?er(?:ons|a|ai)?\b", r"\bvous (?:contacterons|contactera|appellerons|appellera)\b",
-        r"\bprendr(?:ons|a) contact avec vous\b", r"\breviendr(?:ons|a) vers vous\b",
-        r"\b(?:entraremos|entrar[áa]) em contato\b", r"\b(?:vamos|iremos|vai) (?:ligar|contatar|retornar)\b",
-        r"\bligaremos\b"),
-    "an outage": _any(
-        r"\b(?:we are|we're) (?:aware of|experiencing|investigating) (?:an?|the) (?:outage|disruption|incident)\b",
-        r"\bknown (?:outage|incident)\b", r"\b(?:an|the) outage\b", r"\bongoing (?:outage|incident|disruption)\b",
-        r"\bst[öo]rung bekannt\b", r"\bbekannte st[öo]rung\b", r"\bausf[äa]ll\w*",
-        r"\b(?:we are|we're) aware of\b", r"\bsind uns (?:\w+ ){0,6}bewusst\b", r"\bist sich (?:\w+ ){0,6}bewusst\b",
-        r"\bdienstunterbrechung\w*", r"\bestamos al tanto de\b", r"\bsomos conscientes de\b",
-        r"\bnous sommes (?:au courant|conscients)\b", r"\bestamos cientes\b",
-        r"\binterrupci[oó]n (?:conocida|general)\b", r"\bca[íi]da (?:general|del servicio)\b",
-        r"\bpanne g[ée]n[ée]rale\b", r"\bincident en cours\b",
-        r"\binterrup[çc][ãa]o (?:conhecida|geral)\b", r"\bfora do ar\b"),
-}
-
-
-def draft_promises(draft: str) -> list[str]:
-    """What a draft promises that a person must confirm before it is sent.
-
-    Args:
-        draft: the reply text (any of the five languages).
-
-    Returns:
-        reasons such as ``"draft promises money (refund)"`` (empty: nothing promised).
-    """
-    out = []
-    for what, pattern in _PROMISES.items():
-        match = pattern.search(draft)
-        if match:
-            verb = "announces" if what == "an outage" else "promises"
-            out.append(f"draft {verb} {what} ({' '.join(match.group(0).lower().split())})")
-    return out
