@@ -26,6 +26,7 @@ from ._state import (
     nested_run_id,
     record_unfinished,
 )
+from ._steps import ENGINE as STEP_ENGINE
 from ._steps import RunParked
 from ._telemetry import end_run, run_span
 from ._thread import Thread, continued
@@ -224,6 +225,7 @@ class Agent(Generic[OutputT, ResultT]):
             tools=dict(self.tools),
             streaming=streaming,
             options=options,
+            engine=STEP_ENGINE,
         )
 
     async def run(

@@ -12,14 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..models import Message
 from ._events import RunResult
-from ._state import RunOptions
-
-if TYPE_CHECKING:
-    from ._agent import Agent
+from ._state import AgentView, RunOptions
 
 __all__ = ["DurableRuntime", "RunSession"]
 
@@ -54,7 +51,7 @@ class DurableRuntime(Protocol):
 
     def open_run(
         self,
-        agent: Agent[Any],
+        agent: AgentView,
         *,
         prompt: str | None,
         run_id: str | None,

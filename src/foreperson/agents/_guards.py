@@ -15,16 +15,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import anyio
 
 from ..errors import ConfigurationError
 from ..models import ToolCall, ToolReturn
 from ._vocabulary import Vocabulary
-
-if TYPE_CHECKING:
-    from ._state import RunContext
 
 __all__ = [
     "AUDIT_KINDS",
@@ -171,14 +168,19 @@ class PendingApproval:
     digest: str
 
 
-ApprovalHandler = Callable[[ToolCall, "RunContext"], "Approval | Awaitable[Approval]"]
-"""``(call, ctx) -> Approval``, sync or async: asks a human about one tool call. Its
+# The hooks below are given the run's RunContext as ``ctx``; it is typed Any here, since
+# the run's state (which holds these guards) sits above this module, so a hook annotated
+# ``ctx: RunContext`` fits each alias.
+
+ApprovalHandler = Callable[[ToolCall, Any], "Approval | Awaitable[Approval]"]
+"""``(call, ctx) -> Approval``, sync or async (``ctx``: the run's
+:class:`~foreperson.agents.RunContext`): asks a human about one tool call. Its
 decision is a journaled step (``.../tool:N/approval``): a replayed run does not ask
 again. Returning :meth:`Approval.pending` parks a durable run until the decision comes
 from elsewhere (see :func:`ask_later`)."""
 
 
-async def ask_later(call: ToolCall, ctx: RunContext) -> Approval:
+async def ask_later(call: ToolCall, ctx: object) -> Approval:
     """The approval handler of durable runs: it never decides on the spot.
 
     ``Guards(approval=ask_later, approval_required={"refund"})``: a call to ``refund``
@@ -190,24 +192,24 @@ async def ask_later(call: ToolCall, ctx: RunContext) -> Approval:
 
     Args:
         call: the tool call.
-        ctx: its run.
+        ctx: its run (a :class:`~foreperson.agents.RunContext`).
 
     Returns:
         :meth:`Approval.pending`, always.
     """
     return Approval.pending()
 
-BeforeToolHook = Callable[[ToolCall, "RunContext"], "ToolCall | None | Awaitable[ToolCall | None]"]
+BeforeToolHook = Callable[[ToolCall, Any], "ToolCall | None | Awaitable[ToolCall | None]"]
 """``(call, ctx) -> ToolCall | None``: runs before each tool call (before approval);
 returning a ToolCall replaces the call, None keeps it. An exception ends the run."""
 
 AfterToolHook = Callable[
-    [ToolCall, ToolReturn, "RunContext"], "ToolReturn | None | Awaitable[ToolReturn | None]"
+    [ToolCall, ToolReturn, Any], "ToolReturn | None | Awaitable[ToolReturn | None]"
 ]
 """``(call, result, ctx) -> ToolReturn | None``: runs after each tool call (also failed
 ones); returning a ToolReturn replaces the result the model sees."""
 
-Guardrail = Callable[[Any, "RunContext"], "str | None | Awaitable[str | None]"]
+Guardrail = Callable[[Any, Any], "str | None | Awaitable[str | None]"]
 """``(value, ctx) -> str | None``: checks the prompt (input guardrail) or the final
 output (output guardrail). Return the reason to block, or None to let it through. A
 block ends the run with stop reason ``"input_guardrail"`` / ``"output_guardrail"``."""

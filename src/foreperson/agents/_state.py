@@ -2,7 +2,8 @@
 (:class:`RunOptions`: the step runner, the clock, the id source, the parent run and the
 event sink), and the link between a nested run and its parent (:class:`ParentRun`).
 
-The steps themselves (model call, tool calls, approval, spawn) live in ``_steps``;
+The steps themselves (model call, tool calls, approval, spawn) live in ``_steps``, handed
+to each run as its :class:`StepEngine` (so this module never imports them);
 ``RunContext`` exposes them as methods so architectures read as one object.
 """
 
@@ -12,17 +13,29 @@ import hashlib
 import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 from pydantic import BaseModel
 
 from ..clock import Clock, IdSource, SystemClock, new_id
 from ..errors import ConfigurationError
-from ..models import Message, ModelResponse, ToolCall, ToolDefinition, ToolReturn, Usage
-from . import _steps
+from ..journal import request_digest
+from ..models import (
+    MESSAGES_ADAPTER,
+    Message,
+    Model,
+    ModelResponse,
+    ModelSettings,
+    SystemMessage,
+    ToolCall,
+    ToolDefinition,
+    ToolReturn,
+    Usage,
+)
 from ._events import (
     STOP_REASONS,
     AgentEvent,
@@ -33,13 +46,10 @@ from ._events import (
 )
 from ._guards import AUDIT_KINDS, AuditEntry, Guards, PendingApproval
 from ._runner import JSON_CODEC, InlineSteps, StepCodec, StepOutcome, StepRunner, StepSpec
-from ._steps import POSITION, ConversationDigest, SpawnRecord
 from ._tools import Tool
 
-if TYPE_CHECKING:
-    from ._agent import Agent
-
-__all__ = ["EventSink", "ParentRun", "RunContext", "RunOptions", "unfinished_usage"]
+__all__ = ["AgentView", "EventSink", "ParentRun", "RunContext", "RunOptions", "StepEngine",
+           "unfinished_usage"]
 
 T = TypeVar("T")
 
@@ -47,6 +57,167 @@ EventSink = Callable[[Any], Awaitable[None]]
 """``async (event) -> None``: receives a run's events as they happen (``RunOptions.events``).
 The outermost ``Agent.stream`` gives one to its run and to every run nested in it, so
 their events reach its consumer while they run; awaiting it is the backpressure."""
+
+
+POSITION: ContextVar[tuple[RunContext, str] | None] = ContextVar(
+    "foreperson_step_position", default=None)
+"""(run, step path) of the tool call or step whose code is running in this task."""
+
+@dataclass(frozen=True)
+class SpawnRecord:
+    """A worker spawned during a run (seed 001's ``spawn_worker``), as journaled: on
+    replay the same record comes back, so the worker is rebuilt under the same role and
+    id.
+
+    Attributes:
+        role: the worker's role (its name in the roster).
+        instructions: its system prompt.
+        worker_id: its id, drawn from the run's id source (``RunOptions.ids``).
+        data: anything else the spawning layer wants back on replay (JSON values).
+    """
+
+    role: str
+    instructions: str
+    worker_id: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ConversationDigest:
+    """A running digest of a conversation that only grows: each message is serialised
+    once, so digesting every model call of a run costs time linear in the run, not
+    quadratic. Starts over when the list was changed other than by appending."""
+
+    length: int = 0
+    last: Message | None = None
+    digest: str = ""
+    latest: str = ""
+    tools: tuple[ToolDefinition, ...] | None = None
+    tools_digest: str = ""
+    system: Message | None = None
+    system_digest: str | None = None
+
+    def of(self, messages: Sequence[Message]) -> str:
+        """The digest of ``messages`` (the same for the same conversation, on every
+        replay); :attr:`latest` is then the digest of the messages added since the
+        previous call (all of them at the first)."""
+        if self.length > len(messages) or (
+            self.length and messages[self.length - 1] is not self.last
+        ):
+            self.length, self.last, self.digest = 0, None, ""
+        if self.length < len(messages):
+            new = MESSAGES_ADAPTER.dump_python(list(messages[self.length:]), mode="json")
+            self.latest = request_digest(new)
+            self.digest = request_digest([self.digest, self.latest])
+            self.length, self.last = len(messages), messages[-1]
+        return self.digest
+
+    def of_system(self, messages: Sequence[Message]) -> str | None:
+        """The digest of the conversation's system message (its instructions), or None
+        when it has none (kept while it is the same object)."""
+        first = messages[0] if messages else None
+        if not isinstance(first, SystemMessage):
+            return None
+        if first is not self.system:
+            self.system, self.system_digest = first, request_digest(first.content)
+        return self.system_digest
+
+    def of_tools(self, tools: Sequence[ToolDefinition]) -> str:
+        """The digest of the tool definitions offered (kept while they are the same
+        objects: a tool's definition is built once)."""
+        seen = self.tools
+        if seen is None or len(seen) != len(tools) or any(
+            a is not b for a, b in zip(seen, tools, strict=True)
+        ):
+            self.tools_digest = request_digest([asdict(d) for d in tools])
+            self.tools = tuple(tools)
+        return self.tools_digest
+
+
+AGENT_OUTPUT: Any = object()   # call_model's default output type: the agent's
+
+
+class AgentView(Protocol):
+    """What a run reads of the agent it runs (an :class:`~foreperson.agents.Agent`;
+    named by what it offers, since the agent sits above its runs' state)."""
+
+    @property
+    def name(self) -> str:
+        """The agent's name."""
+        ...
+
+    @property
+    def model(self) -> Model:
+        """Its model."""
+        ...
+
+    @property
+    def guards(self) -> Guards:
+        """Its guards."""
+        ...
+
+    @property
+    def settings(self) -> ModelSettings:
+        """Its sampling settings."""
+        ...
+
+    @property
+    def output_type(self) -> type[BaseModel] | None:
+        """The pydantic model its answer must match, or None (text)."""
+        ...
+
+    @property
+    def architecture(self) -> Any:
+        """Its :class:`~foreperson.agents.steps.Architecture`."""
+        ...
+
+    async def run(self, prompt: str, *, message_history: Sequence[Message] | None = None,
+                  options: RunOptions | None = None) -> RunResult[Any]:
+        """Run it (see :meth:`Agent.run <foreperson.agents.Agent.run>`)."""
+        ...
+
+
+class StepEngine(Protocol):
+    """The steps a run is made of, as :class:`RunContext` calls them (the agent layer's
+    ``_steps`` module; :meth:`Agent.new_context <foreperson.agents.Agent.new_context>`
+    hands it to each run)."""
+
+    def call_model(self, ctx: RunContext, messages: Sequence[Message] | None,
+                   output_type: type[BaseModel] | None) -> AsyncIterator[AgentEvent]:
+        """See :meth:`RunContext.call_model`."""
+        ...
+
+    def run_tool_calls(self, ctx: RunContext, calls: Sequence[ToolCall]
+                       ) -> AsyncIterator[AgentEvent]:
+        """See :meth:`RunContext.run_tool_calls`."""
+        ...
+
+    async def check_guardrails(self, ctx: RunContext,
+                               guardrails: Sequence[Callable[..., Any]], value: Any
+                               ) -> str | None:
+        """See :meth:`RunContext.check_guardrails`."""
+        ...
+
+    async def accept_final(self, ctx: RunContext, response: ModelResponse) -> None:
+        """See :meth:`RunContext.accept_final`."""
+        ...
+
+    async def spawn(self, ctx: RunContext, role: str, instructions: str,
+                    data: dict[str, Any] | None) -> StepOutcome[SpawnRecord]:
+        """See :meth:`RunContext.spawn_step`."""
+        ...
+
+
+class _NoEngine:
+    """The engine of a context built by hand (not by ``Agent.new_context``): it can end
+    and audit, not run steps."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise ConfigurationError(f"this RunContext was not built by Agent.new_context, so "
+                                 f"it cannot run steps ({name})")
+
+
+_NO_ENGINE: Any = _NoEngine()
 
 
 @dataclass(frozen=True)
@@ -233,9 +404,10 @@ class RunContext:
         replayed: whether the latest model call's reply came from the journal.
         span: the run's OpenTelemetry span (None without tracing).
         turn_span: the current turn's span (None without tracing or before a turn).
+        engine: the steps the run is made of (:class:`StepEngine`).
     """
 
-    agent: Agent[Any]
+    agent: AgentView
     run_id: str
     user_id: str | None
     messages: list[Message]
@@ -257,6 +429,8 @@ class RunContext:
     pending: tuple[PendingApproval, ...] = ()
     span: Any = field(default=None, repr=False, compare=False)
     turn_span: Any = field(default=None, repr=False, compare=False)
+    engine: StepEngine = field(default_factory=lambda: _NO_ENGINE, repr=False,
+                               compare=False)
     tags: dict[str, Any] = field(init=False, repr=False)
     journal_run_id: str = field(init=False)
     _base: str = field(init=False, repr=False)
@@ -508,7 +682,7 @@ class RunContext:
         self,
         *,
         messages: Sequence[Message] | None = None,
-        output_type: type[BaseModel] | None = _steps._AGENT_OUTPUT,
+        output_type: type[BaseModel] | None = AGENT_OUTPUT,
     ) -> AsyncIterator[AgentEvent]:
         """Ask the model for its next reply and append it to the conversation: a step
         (``.../turn:T/model``) through the run's step runner.
@@ -542,7 +716,7 @@ class RunContext:
             ModelError: the model call failed (after the model's own retries).
             JournalDivergence: a journaled replay asked the model something else.
         """
-        return _steps.call_model(self, messages, output_type)
+        return self.engine.call_model(self, messages, output_type)
 
     def run_tool_calls(self, calls: Sequence[ToolCall]) -> AsyncIterator[AgentEvent]:
         """Run one turn's tool calls concurrently and append their results in call order.
@@ -566,7 +740,7 @@ class RunContext:
                 :class:`Approval`.
             JournalDivergence: a journaled replay diverged.
         """
-        return _steps.run_tool_calls(self, calls)
+        return self.engine.run_tool_calls(self, calls)
 
     async def check_guardrails(
         self, guardrails: Sequence[Callable[..., Any]], value: Any
@@ -580,7 +754,7 @@ class RunContext:
             ConfigurationError: a guardrail returned something other than a string or
                 None.
         """
-        return await _steps.check_guardrails(self, guardrails, value)
+        return await self.engine.check_guardrails(self, guardrails, value)
 
     async def accept_final(self, response: ModelResponse) -> None:
         """Take a reply without tool calls as the final answer.
@@ -596,7 +770,7 @@ class RunContext:
         Raises:
             OutputValidationError: the answer still does not validate.
         """
-        await _steps.accept_final(self, response)
+        await self.engine.accept_final(self, response)
 
     async def step(
         self,
@@ -669,7 +843,7 @@ class RunContext:
         Raises:
             JournalDivergence: the recorded spawn had another role, instructions or data.
         """
-        return (await _steps.spawn(self, role, instructions, data)).value
+        return (await self.engine.spawn(self, role, instructions, data)).value
 
     async def spawn_step(
         self, role: str, instructions: str, *, data: dict[str, Any] | None = None
@@ -688,7 +862,7 @@ class RunContext:
         Raises:
             JournalDivergence: as :meth:`spawn`.
         """
-        return await _steps.spawn(self, role, instructions, data)
+        return await self.engine.spawn(self, role, instructions, data)
 
     def nested(self, name: str | None = None) -> RunOptions:
         """Options for a run nested in this one at the current position (from inside a
@@ -722,7 +896,7 @@ class RunContext:
 
     async def run_agent(
         self,
-        agent: Agent[Any],
+        agent: AgentView,
         prompt: str,
         *,
         kind: str = "delegation",

@@ -43,8 +43,7 @@ import logging
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextvars import ContextVar
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -61,15 +60,12 @@ from ..errors import (
 )
 from ..journal import JournalDivergence, UnknownStepVersion, request_digest
 from ..models import (
-    MESSAGES_ADAPTER,
     Message,
     ModelRequestParameters,
     ModelResponse,
     ModelSettings,
-    SystemMessage,
     TextDelta,
     ToolCall,
-    ToolDefinition,
     ToolReturn,
     Usage,
     UserMessage,
@@ -84,6 +80,7 @@ from ._events import (
 )
 from ._guards import Approval, PendingApproval
 from ._runner import InlineSteps, StepCodec, StepOutcome, StepSpec
+from ._state import AGENT_OUTPUT, POSITION, ConversationDigest, SpawnRecord
 from ._telemetry import (
     model_call_ended,
     model_call_span,
@@ -96,13 +93,9 @@ from ._tools import Tool, format_validation_error, result_text
 if TYPE_CHECKING:
     from ._state import RunContext
 
-__all__ = ["RunParked", "SpawnRecord"]
+__all__ = ["ENGINE", "RunParked"]
 
 logger = logging.getLogger("foreperson.agents")
-
-POSITION: ContextVar[tuple[RunContext, str] | None] = ContextVar(
-    "foreperson_step_position", default=None)
-"""(run, step path) of the tool call or step whose code is running in this task."""
 
 # Raised by a journal inside a tool (a nested run's replay) or by tenant pinning (a nested
 # run of a pinned worker): never a tool result the model could "correct", always the
@@ -127,25 +120,6 @@ class RunParked(BaseException):  # noqa: N818 - a signal, named for what happene
     def __init__(self, pending: Sequence[PendingApproval]) -> None:
         super().__init__(f"waiting for a decision on {len(pending)} tool call(s)")
         self.pending = tuple(pending)
-
-
-@dataclass(frozen=True)
-class SpawnRecord:
-    """A worker spawned during a run (seed 001's ``spawn_worker``), as journaled: on
-    replay the same record comes back, so the worker is rebuilt under the same role and
-    id.
-
-    Attributes:
-        role: the worker's role (its name in the roster).
-        instructions: its system prompt.
-        worker_id: its id, drawn from the run's id source (``RunOptions.ids``).
-        data: anything else the spawning layer wants back on replay (JSON values).
-    """
-
-    role: str
-    instructions: str
-    worker_id: str
-    data: dict[str, Any] = field(default_factory=dict)
 
 
 # --- codecs: step results as JSON and back ----------------------------------------------
@@ -179,58 +153,6 @@ APPROVAL_CODEC: StepCodec[Approval] = StepCodec(
     _dump(_APPROVAL_ADAPTER), _APPROVAL_ADAPTER.validate_python)
 SPAWN_CODEC: StepCodec[SpawnRecord] = StepCodec(
     _dump(_SPAWN_ADAPTER), _SPAWN_ADAPTER.validate_python)
-
-
-@dataclass
-class ConversationDigest:
-    """A running digest of a conversation that only grows: each message is serialised
-    once, so digesting every model call of a run costs time linear in the run, not
-    quadratic. Starts over when the list was changed other than by appending."""
-
-    length: int = 0
-    last: Message | None = None
-    digest: str = ""
-    latest: str = ""
-    tools: tuple[ToolDefinition, ...] | None = None
-    tools_digest: str = ""
-    system: Message | None = None
-    system_digest: str | None = None
-
-    def of(self, messages: Sequence[Message]) -> str:
-        """The digest of ``messages`` (the same for the same conversation, on every
-        replay); :attr:`latest` is then the digest of the messages added since the
-        previous call (all of them at the first)."""
-        if self.length > len(messages) or (
-            self.length and messages[self.length - 1] is not self.last
-        ):
-            self.length, self.last, self.digest = 0, None, ""
-        if self.length < len(messages):
-            new = MESSAGES_ADAPTER.dump_python(list(messages[self.length:]), mode="json")
-            self.latest = request_digest(new)
-            self.digest = request_digest([self.digest, self.latest])
-            self.length, self.last = len(messages), messages[-1]
-        return self.digest
-
-    def of_system(self, messages: Sequence[Message]) -> str | None:
-        """The digest of the conversation's system message (its instructions), or None
-        when it has none (kept while it is the same object)."""
-        first = messages[0] if messages else None
-        if not isinstance(first, SystemMessage):
-            return None
-        if first is not self.system:
-            self.system, self.system_digest = first, request_digest(first.content)
-        return self.system_digest
-
-    def of_tools(self, tools: Sequence[ToolDefinition]) -> str:
-        """The digest of the tool definitions offered (kept while they are the same
-        objects: a tool's definition is built once)."""
-        seen = self.tools
-        if seen is None or len(seen) != len(tools) or any(
-            a is not b for a, b in zip(seen, tools, strict=True)
-        ):
-            self.tools_digest = request_digest([asdict(d) for d in tools])
-            self.tools = tuple(tools)
-        return self.tools_digest
 
 
 @functools.lru_cache(maxsize=256)
@@ -293,20 +215,19 @@ def call_settings(ctx: RunContext) -> ModelSettings:
     return settings
 
 
-_AGENT_OUTPUT: Any = object()   # call_model's default output type: the agent's
 
 
 async def call_model(  # noqa: C901, PLR0915 - one model step: replay, budget, streaming, retries and each bad reply
     ctx: RunContext,
     messages: Sequence[Message] | None = None,
-    output_type: type[BaseModel] | None = _AGENT_OUTPUT,
+    output_type: type[BaseModel] | None = AGENT_OUTPUT,
 ) -> AsyncIterator[AgentEvent]:
     """See :meth:`RunContext.call_model`."""
     ctx.turn += 1
     turn = ctx.turn
     next_turn(ctx)
     agent = ctx.agent
-    if output_type is _AGENT_OUTPUT:
+    if output_type is AGENT_OUTPUT:
         output_type = agent.output_type
     conversation = ctx.messages if messages is None else list(messages)
     digest = ctx.conversation if messages is None else ConversationDigest()
@@ -774,3 +695,31 @@ async def accept_final(ctx: RunContext, response: ModelResponse) -> None:
         ctx.end("output_guardrail", detail=blocked)
     else:
         ctx.end("completed", output=output)
+
+
+class _Engine:
+    """These steps as a run's :class:`~foreperson.agents._state.StepEngine`."""
+
+    def call_model(self, ctx: RunContext, messages: Sequence[Message] | None,
+                   output_type: type[BaseModel] | None) -> AsyncIterator[AgentEvent]:
+        return call_model(ctx, messages, output_type)
+
+    def run_tool_calls(self, ctx: RunContext, calls: Sequence[ToolCall]
+                       ) -> AsyncIterator[AgentEvent]:
+        return run_tool_calls(ctx, calls)
+
+    async def check_guardrails(self, ctx: RunContext,
+                               guardrails: Sequence[Callable[..., Any]], value: Any
+                               ) -> str | None:
+        return await check_guardrails(ctx, guardrails, value)
+
+    async def accept_final(self, ctx: RunContext, response: ModelResponse) -> None:
+        await accept_final(ctx, response)
+
+    async def spawn(self, ctx: RunContext, role: str, instructions: str,
+                    data: dict[str, Any] | None) -> StepOutcome[SpawnRecord]:
+        return await spawn(ctx, role, instructions, data)
+
+
+ENGINE = _Engine()
+"""The step engine every :class:`~foreperson.agents.Agent` run is given."""

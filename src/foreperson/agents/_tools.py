@@ -9,7 +9,7 @@ import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
 import anyio.to_thread
 import pydantic_core
@@ -17,9 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ..errors import ConfigurationError
 from ..models import ToolDefinition
-
-if TYPE_CHECKING:
-    from ._state import RunContext
 
 __all__ = ["Tool", "as_tool", "format_validation_error", "tool"]
 
@@ -90,11 +87,15 @@ def format_validation_error(error: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _is_run_context(annotation: Any) -> bool:
-    from ._state import RunContext
+_RUN_CONTEXT = ("foreperson.agents._state", "RunContext")
+"""Where :class:`~foreperson.agents.RunContext` is defined (told by name: this module
+sits below the run's state and does not import it)."""
 
-    if annotation is RunContext:
-        return True
+
+def _is_run_context(annotation: Any) -> bool:
+    if isinstance(annotation, type):
+        return any((getattr(k, "__module__", ""), k.__qualname__) == _RUN_CONTEXT
+                   for k in annotation.__mro__)
     return isinstance(annotation, str) and annotation.split(".")[-1] == "RunContext"
 
 
@@ -261,7 +262,7 @@ class Tool:
         validated = self.args_model.model_validate(arguments)
         return {name: getattr(validated, name) for name in type(validated).model_fields}
 
-    async def call(self, kwargs: dict[str, Any], ctx: RunContext | None = None) -> Any:
+    async def call(self, kwargs: dict[str, Any], ctx: object | None = None) -> Any:
         """Run the function with validated arguments.
 
         Args:

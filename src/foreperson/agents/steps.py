@@ -22,13 +22,14 @@ from ._runner import (
     StepRunner,
     StepSpec,
 )
-from ._state import EventSink, ParentRun, unfinished_usage
-from ._steps import RunParked, SpawnRecord
+from ._state import AgentView, EventSink, ParentRun, SpawnRecord, StepEngine, unfinished_usage
+from ._steps import RunParked
 from ._vocabulary import Vocabulary
 
 __all__ = [
     "EVENTS_ADAPTER",
     "JSON_CODEC",
+    "AgentView",
     "Architecture",
     "DurableRuntime",
     "EventSink",
@@ -42,6 +43,7 @@ __all__ = [
     "StepCodec",
     "StepOutcome",
     "StepRunner",
+    "StepEngine",
     "StepSpec",
     "Vocabulary",
     "dump_run_result",

@@ -28,7 +28,7 @@ import anyio.to_thread
 from pydantic import BaseModel, TypeAdapter
 
 from ..agents import Approval, PendingApproval, RunOptions, RunResult
-from ..agents.steps import JournaledSteps, RunSession
+from ..agents.steps import AgentView, JournaledSteps, RunSession
 from ..errors import AccessDenied, ConfigurationError
 from ..journal import Journal, RunLedger, RunRecord, Step, compact_request
 from ..models import MESSAGES_ADAPTER, Message
@@ -38,7 +38,7 @@ from ..work.owners import drop_run, forget_owner, keep_run, new_owner, take_run
 from ._tree import render_run
 
 if TYPE_CHECKING:
-    from ..agents import Agent
+    pass
 
 __all__ = ["InMemoryRuntime", "PostgresRuntime", "Runtime", "SqliteRuntime"]
 
@@ -182,7 +182,7 @@ class Runtime:
     @asynccontextmanager
     async def open_run(
         self,
-        agent: Agent[Any],
+        agent: AgentView,
         *,
         prompt: str | None,
         run_id: str | None,
@@ -271,7 +271,7 @@ class Runtime:
             log.warning("run %s: %s lost it before it ended (taken over after its lease "
                         "lapsed); its end was not recorded", run_id, owner)
 
-    def _begin(self, agent: Agent[Any], prompt: str | None, run_id: str,
+    def _begin(self, agent: AgentView, prompt: str | None, run_id: str,
                user_id: str | None, history: Sequence[Message] | None,
                owner: str) -> tuple[RunRecord, bool]:
         """Find or record the run, check it, and take it: (the record, whether it is new)."""
