@@ -79,8 +79,9 @@ from ._events import (
     ToolResultEvent,
 )
 from ._guards import Approval, PendingApproval
+from ._run_parts import AGENT_OUTPUT, ConversationDigest, SpawnRecord
 from ._runner import InlineSteps, StepCodec, StepOutcome, StepSpec
-from ._state import AGENT_OUTPUT, POSITION, ConversationDigest, SpawnRecord
+from ._state import POSITION
 from ._telemetry import (
     model_call_ended,
     model_call_span,

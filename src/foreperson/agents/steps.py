@@ -13,6 +13,7 @@ shape, a runtime or a store-backed test does.
 from ._durable import DurableRuntime, RunSession
 from ._events import EVENTS_ADAPTER, dump_run_result, load_run_result
 from ._react import Architecture, ReAct
+from ._run_parts import EventSink, SpawnRecord
 from ._runner import (
     JSON_CODEC,
     InlineSteps,
@@ -22,7 +23,7 @@ from ._runner import (
     StepRunner,
     StepSpec,
 )
-from ._state import AgentView, EventSink, ParentRun, SpawnRecord, StepEngine, unfinished_usage
+from ._state import AgentView, ParentRun, StepEngine, unfinished_usage
 from ._steps import RunParked
 from ._vocabulary import Vocabulary
 
