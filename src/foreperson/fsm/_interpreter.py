@@ -27,8 +27,10 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Literal
 
 import anyio
@@ -81,6 +83,13 @@ def _own(context: Mapping[str, Any]) -> dict[str, Any]:
             for k, v in context.items()}
 
 
+def batch_of(store: Any) -> AbstractContextManager[Any]:
+    """One transaction for the writes inside, where the journal can group them (a task
+    store's ``batch()``), else each write on its own."""
+    batch = getattr(store, "batch", None)
+    return batch() if callable(batch) else nullcontext()
+
+
 async def _call(function: Any, *args: Any) -> Any:
     """A blocking journal call, in a worker thread (the Journal protocol is blocking)."""
     return await anyio.to_thread.run_sync(function, *args)
@@ -103,6 +112,9 @@ class _Run:
         self.clock = clock
         self.summoner = summoner
         self.store = store
+        # a blocking call made in the journal's last write (the run's record says how it
+        # ended in the same transaction as its end step)
+        self.on_end: Callable[[MachineResult], None] | None = None
         self.run_id = run_id
         self.request = request
         self.context: dict[str, Any] = {}
@@ -218,12 +230,13 @@ class _Run:
         if self.store is not None:
             self._pending.append(Step(self.run_id, "end", _KIND_END, request_digest(reason),
                                       result.to_json()))
-            await self._flush()
+            await self._flush(then=None if self.on_end is None else partial(self.on_end,
+                                                                            result))
         return result
 
-    async def _flush(self) -> None:
+    async def _flush(self, then: Callable[[], None] | None = None) -> None:
         """Write the pending steps (summons results, a checkpoint, the end) in one trip
-        to a worker thread.
+        to a worker thread and one transaction, then ``then`` (in the same).
 
         Seed 003: no agent is asked twice. A summons' result is pending only
         while the machine works in memory on it (writes, guards, actions, the
@@ -240,7 +253,11 @@ class _Run:
         store = self.store
 
         def write() -> list[Step]:
-            return [store.put_step(step) for step in steps]
+            with batch_of(store):
+                written = [store.put_step(step) for step in steps]
+                if then is not None:
+                    then()
+            return written
 
         for mine, stored in zip(steps, await _call(write), strict=True):
             if mine.kind == _KIND_SUMMONS and stored.result != mine.result:

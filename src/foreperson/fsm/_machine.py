@@ -38,6 +38,7 @@ from ._interpreter import (
     _finite_states,
     _own,
     _Run,
+    batch_of,
 )
 from ._ownership import RunOwner
 from ._result import MachineResult
@@ -192,10 +193,12 @@ class Machine:
                 "nonce": nonce})
 
             def begin() -> bool:
-                """In one trip to a worker thread: False when the run id is taken."""
-                if store.list_steps(run_id) or not owner.create(request):
-                    return False
-                return bool(store.put_step(start).result.get("nonce") == nonce)  # first wins
+                """In one trip to a worker thread and one transaction (the run's record
+                and its start): False when the run id is taken."""
+                with batch_of(store):
+                    if store.list_steps(run_id) or not owner.create(request):
+                        return False
+                    return bool(store.put_step(start).result.get("nonce") == nonce)
 
             owner = RunOwner(store, run_id, self.spec.name)
             if not await _call(begin):
@@ -203,8 +206,9 @@ class Machine:
                                          "resume it with machine.resume(run_id, store=...), "
                                          "or start with another run_id")
             run.enter(self.spec.initial_state)
+            run.on_end = owner.record_end
             async with owner.holding():
-                return owner.finished(await run.go())
+                return await run.go()
         run.enter(self.spec.initial_state)
         return await run.go()
 
@@ -295,7 +299,8 @@ class Machine:
         else:
             run.context = _own(start.result["context"])
             run.enter(self.spec.initial_state)
-        return owner.finished(await run.go())
+        run.on_end = owner.record_end
+        return await run.go()
 
     def resume_sync(self, run_id: str, **options: Any) -> MachineResult:
         """:meth:`resume` for code without an event loop.

@@ -68,6 +68,7 @@ class RunOwner:
         self.lease_s = lease_s
         self.owner = new_owner()
         self._ended: dict[str, Any] | None = None
+        self._end_written = False
 
     def create(self, request: str) -> bool:
         """Record the new run, owned here (blocking).
@@ -122,13 +123,23 @@ class RunOwner:
                             error=f"{type(exc).__name__}: {exc}")
             raise
         else:
-            if self._ended is not None:
+            if self._end_written:
+                pass                    # recorded with the run's end step
+            elif self._ended is not None:
                 await self._end("completed", **self._ended)
             else:
                 await self._end("interrupted", error="the run ended without a result")
         finally:
             drop_run(ledger, self.run_id, self.owner)
             forget_owner(self.owner)
+
+    def record_end(self, result: _Result) -> None:
+        """Record that the run returned ``result``, now (a blocking call, made in the
+        journal's write of the run's end step: one transaction)."""
+        self.finished(result)
+        if self.ledger is not None and self._ended is not None:
+            self._end_written = self.ledger.end_run(self.run_id, self.owner, "completed",
+                                                    **self._ended)
 
     def finished(self, result: R) -> R:
         """Note that the run returned ``result`` (a
