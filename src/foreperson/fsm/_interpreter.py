@@ -253,6 +253,8 @@ class _Run:
         store = self.store
 
         def write() -> list[Step]:
+            if len(steps) == 1 and then is None:        # the common case: one summons
+                return [store.put_step(steps[0])]
             with batch_of(store):
                 written = [store.put_step(step) for step in steps]
                 if then is not None:
