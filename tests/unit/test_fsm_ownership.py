@@ -47,6 +47,16 @@ class Table:
         return SummonResult(tuple(self.answers[summons.agent].pop(0).items()))
 
 
+class StopsAtTech(Table):
+    """The run stops at the tech agent's summons: its summoner raises (the process went
+    away, as far as the run can tell)."""
+
+    async def summon(self, summons: Summons) -> SummonResult:
+        if summons.agent == "tech_agent":
+            raise ConnectionError("the process went away")
+        return await super().summon(summons)
+
+
 def dead_pid() -> int:
     """The pid of a process of this machine that has exited (and been reaped)."""
     child = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -93,14 +103,8 @@ def test_a_run_whose_owner_died_on_this_machine_is_taken_over_at_once(tmp_path):
     store = SqliteStore(tmp_path / "fsm.db")
     machine = Machine.from_file(ROUTER)
 
-    class Crash(Table):
-        async def summon(self, summons: Summons) -> SummonResult:
-            if summons.agent == "tech_agent":
-                raise ConnectionError("the process went away")
-            return await super().summon(summons)
-
     with pytest.raises(ConnectionError):
-        machine.run_sync("r", summoner=Crash(), store=store, run_id="dead")
+        machine.run_sync("r", summoner=StopsAtTech(), store=store, run_id="dead")
     assert store.get_run("dead").status == "failed"
     # as if a process of this machine had owned it and been killed with its lease fresh
     gone = f"{socket.gethostname()}:{dead_pid()}:0"
@@ -116,14 +120,8 @@ def test_a_run_owned_on_another_machine_waits_for_its_lease(tmp_path):
     store = SqliteStore(tmp_path / "fsm.db")
     machine = Machine.from_file(ROUTER)
 
-    class Stop(Table):
-        async def summon(self, summons: Summons) -> SummonResult:
-            if summons.agent == "tech_agent":
-                raise ConnectionError("stopped")
-            return await super().summon(summons)
-
     with pytest.raises(ConnectionError):
-        machine.run_sync("r", summoner=Stop(), store=store, run_id="far")
+        machine.run_sync("r", summoner=StopsAtTech(), store=store, run_id="far")
     assert store.claim_run("far", "elsewhere.example:41:abc", 3600.0) is not None
     with pytest.raises(RunBusy) as busy:
         machine.resume_sync("far", store=store, summoner=Table(resumed=True))
