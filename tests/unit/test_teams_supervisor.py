@@ -387,6 +387,23 @@ async def test_a_repeated_identical_delegation_ends_the_run_as_a_loop():
 
 
 @pytest.mark.anyio
+async def test_the_same_delegation_twice_in_one_turn_runs_once():
+    log: list[str] = []
+    model = ScriptedModel([[delegate("writer", "draft the intro"),
+                            delegate("writer", " draft  the intro "),
+                            delegate("writer", "draft the outro")], "done"])
+    result = await team_of(model, answering("writer", "text", log)).run("go")
+    assert log == ["writer", "writer"]                   # the intro once, the outro once
+    assert result.completed and result.specialist_calls == 2
+    first, second, third = tool_results(result)
+    assert first.content == "text" and third.content == "text"
+    assert second.content.startswith("skipped: the same delegation as call 1 of this turn")
+    assert not second.is_error
+    assert [r.overridden_by for r in result.route_log if r.kind == "delegate"] == [
+        None, "duplicate", None]
+
+
+@pytest.mark.anyio
 async def test_min_delegations_refuses_an_answer_without_delegation_once():
     model = ScriptedModel(["I know this already.", delegate("writer", "check"), "checked"])
     result = await team_of(model, answering("writer", "fine"), min_delegations=1).run("go")

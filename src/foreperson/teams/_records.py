@@ -123,7 +123,8 @@ class RouteRecord:
         routed_to: where the run went: a worker name, ``"FINISH"``, ``"finalize"`` (the
             run ended on a cap), ``"skipped"`` (the delegation did not run), or
             ``"model"`` (sent back to the model).
-        overridden_by: what overrode the choice: ``"cap"``, ``"loop"``,
+        overridden_by: what overrode the choice: ``"cap"``, ``"loop"``, ``"duplicate"``
+            (the same delegation twice in one turn: it ran once),
             ``"min_delegations"``, ``"invalid"``; None when it was followed.
         detail: a note (which cap, what was invalid), or None.
     """

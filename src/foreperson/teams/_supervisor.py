@@ -193,8 +193,9 @@ class TeamSupervisor(TeamStore):
     before the model's choice): with ``max_fan_out=3`` and 8 delegate calls in one turn,
     exactly 3 run and 5 come back as ``skipped: cap``. A delegation identical to one
     already answered (same worker, same instructions) or to a team running above this
-    one (ping-pong) ends the run with ``"loop"``. ``recursion_limit`` is the backstop
-    that raises.
+    one (ping-pong) ends the run with ``"loop"``; the same delegation asked twice in one
+    turn runs once (the second call's result says it is the first's, and counts no
+    specialist call). ``recursion_limit`` is the backstop that raises.
 
     Every delegation is a journaled step (``.../turn:T/tool:I/delegation:WORKER``) and a
     work-layer task in ``store`` (see :class:`~foreperson.teams.Delegation`).
@@ -499,6 +500,7 @@ class TeamSupervisor(TeamStore):
         fan_out = 0
         reserved: set[str] = set()
         caps_hit: dict[str, tuple[int, str]] = {}
+        planned: dict[tuple[str, str], int] = {}    # (worker, instructions) -> its call
         for index, call in enumerate(response.tool_calls, 1):
             arguments = _arguments(call)
             if arguments is None:
@@ -508,10 +510,11 @@ class TeamSupervisor(TeamStore):
                 if not isinstance(worker, str) or not isinstance(instructions, str):
                     continue
                 decision = await self._plan_delegation(
-                    run, response, worker, instructions, names, fan_out, caps_hit)
+                    run, response, worker, instructions, names, fan_out, caps_hit, planned)
                 run.plan[index] = decision
                 if isinstance(decision, _Go):
                     fan_out += 1
+                    planned[(decision.worker, _same_instructions(instructions))] = index
             elif call.name == "spawn_worker" and self.allow_spawn:
                 role, instructions = arguments.get("role"), arguments.get("instructions")
                 if isinstance(role, str) and isinstance(instructions, str):
@@ -522,6 +525,7 @@ class TeamSupervisor(TeamStore):
     async def _plan_delegation(
         self, run: _SupervisorRun, response: ModelResponse, raw: str, instructions: str,
         names: list[str], fan_out: int, caps_hit: dict[str, tuple[int, str]],
+        planned: dict[tuple[str, str], int],
     ) -> _Go | ToolReturn:
         ctx = run.ctx
         counter = run.specialist_calls
@@ -543,6 +547,12 @@ class TeamSupervisor(TeamStore):
             return _error(problem)
         agent = run.agent_for(worker)
         same = (worker, _same_instructions(instructions))
+        if same in planned:         # the model asked twice in one turn: it runs once
+            detail = (f"the same delegation as call {planned[same]} of this turn (same "
+                      f"worker {worker!r}, same instructions): it runs once, and its answer "
+                      "is that call's")
+            await log("skipped", "duplicate", detail, worker)
+            return ToolReturn("", "", f"skipped: {detail}")
         if same in run.answered:
             detail = (f"{worker!r} already answered these exact instructions in turn "
                       f"{run.answered[same]}; its answer is above")
@@ -647,7 +657,7 @@ class TeamSupervisor(TeamStore):
             response = ctx.last_response
             assert response is not None
             planned = await self._plan_delegation(run, response, worker, instructions,
-                                                  run.roster_names(), 0, {})
+                                                  run.roster_names(), 0, {}, {})
         if isinstance(planned, ToolReturn):
             return planned
         assert isinstance(planned, _Go)
