@@ -9,6 +9,7 @@ import json
 import anyio
 import pytest
 from _teams_support import OUTAGE, Barrier, Logged, LoggedFunction, answering, prompt_of
+from pydantic import BaseModel
 
 from foreperson.agents import Agent, Guards, Limits, MemoryAuditLog, ToolResultEvent, tool
 from foreperson.errors import ConfigurationError, ModelError
@@ -188,6 +189,24 @@ async def test_forward_message_hands_the_output_over_verbatim_with_no_further_mo
     assert result.completed and result.text == report and result.output == report
     assert result.route_log[-1].kind == "forward"
     assert result.usage.model_calls == 3
+
+
+class Refund(BaseModel):
+    amount_cents: int
+    reason: str
+
+
+@pytest.mark.anyio
+async def test_a_forwarded_structured_output_keeps_its_type():
+    refund = Refund(amount_cents=1250, reason="charged twice")
+    worker = Agent("You decide refunds.", model=ScriptedModel([refund]), name="refunds",
+                   output_type=Refund)
+    model = ScriptedModel([delegate("refunds", "decide"),
+                           ToolCall("forward_message", {"worker": "refunds"})])
+    result = await team_of(model, worker).run("go")
+    assert result.completed and result.output == refund
+    assert isinstance(result.output, Refund)
+    assert Refund.model_validate_json(result.text) == refund
 
 
 @pytest.mark.anyio

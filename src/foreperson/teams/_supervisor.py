@@ -91,6 +91,14 @@ def _stale_after(shape: str, stale_after: float, lease_s: float | None) -> float
     return float(stale_after)
 
 
+def _typed(output: Any, output_type: type[BaseModel] | None) -> Any:
+    """A worker's recorded output (JSON) as its agent returned it: an instance of its
+    ``output_type`` when it has one, else as recorded."""
+    if output_type is not None and isinstance(output, dict):
+        return output_type.model_validate(output)
+    return output
+
+
 def _describe(agent: Agent[Any]) -> str:
     first = " ".join(agent.instructions.split())
     return first if len(first) <= 160 else first[:157] + "..."
@@ -631,7 +639,8 @@ class TeamSupervisor(TeamStore):
             delegation = run.before_turn[worker]
             await run.record(RouteRecord(run.team, turn, "forward", worker, "",
                                          run.specialist_calls, "FINISH"))
-            ctx.end("completed", output=delegation.output)
+            ctx.end("completed", output=_typed(delegation.output,
+                                               run.agent_for(worker).output_type))
         elif run.end_after_turn is not None:
             reason, detail = run.end_after_turn
             ctx.end(reason, detail=detail)
