@@ -44,8 +44,12 @@ STOP_REASONS.register(
     "route", "a router's model gave no valid routing decision, even after being shown its "
              "mistake; the run ended with what it had, never with a guess")
 STOP_REASONS.register(
-    "worker_failed", "a worker of a fixed pipeline did not complete, so the stages after "
-                     "it could not run")
+    "worker_failed", "the team has no answer because its workers failed: a stage of a "
+                     "fixed pipeline (or its merge) did not complete, or no worker run of "
+                     "the team completed")
+STOP_REASONS.register(
+    "no_answer", "the team finished without any worker output to answer with (a router's "
+                 "FINISH before any worker ran, sent back once first)")
 
 AUDIT_KINDS.register(
     "route", "a team's routing decision: what was chosen, the counter read before the "
@@ -238,12 +242,16 @@ class TeamResult(RunResult[OutputT]):
             missing.
         specialist_calls: worker runs this team made itself (its counter; nested teams
             count their own).
+        cap: the cap that ended the run when ``stop_reason == "cap"``: the option's name
+            (``"max_specialist_calls"``, ``"max_turns"``, ``"max_calls_per_worker"`` or
+            ``"max_fan_out"``); None otherwise.
     """
 
     route_log: list[RouteRecord] = field(default_factory=list)
     delegations: list[Delegation] = field(default_factory=list)
     partial: list[str] = field(default_factory=list)
     specialist_calls: int = 0
+    cap: str | None = None
 
     @property
     def outputs(self) -> dict[str, str]:

@@ -11,18 +11,19 @@ model, no writes: it reads the counter and the decision and names the next node)
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..agents import Agent, AgentEvent, RunContext
 from ..errors import ConfigurationError
 from ..models import Message, ModelResponse, SystemMessage, UserMessage
 from ..work import MemoryStore, TaskStore
 from ..work.leases import DEFAULT_LEASE_S
-from ._events import CapReachedEvent, LoopDetectedEvent
+from ._events import LoopDetectedEvent
 from ._records import FINISH, Delegation, RouteDecision, RouteRecord
 from ._run import (
     TeamRun,
@@ -108,6 +109,19 @@ class _RouterRun(TeamRun):
         self.request = next((m.content for m in reversed(ctx.messages)
                              if isinstance(m, UserMessage)), "")
         self.answered: set[tuple[str, str]] = set()
+        self.finalized: Any = None
+
+    def best_effort(self, result: Any) -> str | None:
+        """The finalize step's answer (a cap goes to finalize too), as text; else the
+        shared best effort."""
+        answer = self.finalized
+        if answer is None:
+            return super().best_effort(result)
+        if isinstance(answer, str):
+            return answer
+        if isinstance(answer, BaseModel):
+            return answer.model_dump_json()
+        return json.dumps(answer, ensure_ascii=False, default=str)
 
 
 class Router(TeamStore):
@@ -126,10 +140,14 @@ class Router(TeamStore):
     ``routing_failure`` record, never a guess. Each worker gets the conversation so far
     (the request and the labelled outputs) as its prompt.
 
-    A cap ends the run with ``stop_reason == "cap"`` and the finalize step's answer:
-    seed 004's never-finishing supervisor (always "writer") makes 7 decisions, 6
-    specialist calls and answers with draft 6. ``recursion_limit`` stays the backstop
-    that raises.
+    A cap ends the run with ``stop_reason == "cap"``, ``result.cap`` naming it, and the
+    finalize step's answer as its text: seed 004's never-finishing supervisor (always
+    "writer") makes 7 decisions, 6 specialist calls and answers with draft 6. A
+    ``FINISH`` at the cap goes to finalize too and ends ``"completed"``, as a supervisor
+    that answers after using exactly its cap does. ``FINISH`` before any worker ran is
+    sent back once; a run with nothing to answer with ends ``"no_answer"``, one whose
+    worker runs all failed ``"worker_failed"``, never ``"completed"``.
+    ``recursion_limit`` stays the backstop that raises.
 
     Args:
         workers: the roster: name -> agent (a team is an agent).
@@ -235,9 +253,8 @@ class Router(TeamStore):
         while not ctx.stopped:
             if self.max_turns is not None and run.decisions >= self.max_turns:
                 detail = f"reached max_turns={self.max_turns} routing decisions"
-                await run.publish(CapReachedEvent, cap="max_turns", limit=self.max_turns,
-                                  detail=detail)
-                ctx.end("cap", detail=detail)
+                await run.hit_cap("max_turns", self.max_turns, detail)
+                self._finish(run, "cap", detail)
                 return
             decision: RouteDecision | str | None = None
             async for item in self._decide(ctx, run, names):
@@ -368,6 +385,51 @@ class Router(TeamStore):
         messages.append(UserMessage(question))
         return messages
 
+    async def _refuse_finish(self, run: _RouterRun, decision: RouteDecision, counter: int,
+                             turn: int) -> bool:
+        """Send an early ``FINISH`` back once: below ``min_delegations``, or before any
+        worker ran (nothing to finish with). Returns whether it was sent back."""
+        if run.refused:
+            return False
+        if counter < self.min_delegations:
+            why, overridden_by = (f"this team requires at least {self.min_delegations} "
+                                  "worker run(s) before it finishes"), "min_delegations"
+            detail = f"min_delegations={self.min_delegations}"
+        elif counter == 0:
+            why, overridden_by = ("no worker has run yet, so there is no answer to finish "
+                                  "with; route the request to the worker who can answer "
+                                  "it"), "no_work"
+            detail = "FINISH before any worker ran"
+        else:
+            return False
+        run.refused = True
+        run.note = f"FINISH is refused: {why}."
+        await run.record(RouteRecord(run.team, turn, "refused", FINISH, decision.reasoning,
+                                     counter, "model", overridden_by=overridden_by,
+                                     detail=detail))
+        return True
+
+    def _finish(self, run: _RouterRun, reason: str, detail: str | None = None) -> None:
+        """End the run through the finalize step (seed 004: a cap goes to finalize, like
+        FINISH): its answer is the output when the run completes, the text either way. A
+        team with nothing to answer with ends ``worker_failed`` (its workers all failed)
+        or ``no_answer`` (none ran, or finalize returned None), never ``completed``; a cap
+        over workers that only stopped keeps ``"cap"`` and their best effort."""
+        ctx = run.ctx
+        if run.completed_workers():
+            answer = (self.finalize(list(run.delegations)) if self.finalize is not None
+                      else run.last_output())
+            run.finalized = answer
+            if answer is not None:
+                ctx.end(reason, output=answer if reason == "completed" else None,
+                        detail=detail)
+                return
+        elif reason == "cap" and run.has_work():
+            ctx.end("cap", detail=detail)     # the stopped workers' best effort is the text
+            return
+        failure, why = run.nothing_to_answer()
+        ctx.end(failure, detail=why if detail is None else f"{detail}; {why}")
+
     async def _follow(self, ctx: RunContext, run: _RouterRun, decision: RouteDecision) -> None:
         """Route the decision (counter first) and do what it says."""
         counter = run.specialist_calls
@@ -379,28 +441,18 @@ class Router(TeamStore):
             return RouteRecord(run.team, turn, "route", decision.next, decision.reasoning,
                                counter, routed_to, overridden_by, detail)
 
-        if target == FINALIZE:
+        if target == FINALIZE and decision.next != FINISH:
             detail = f"max_specialist_calls={self.max_specialist_calls} worker runs reached"
             await run.record(record(FINALIZE, "cap", detail))
-            await run.publish(CapReachedEvent, cap="max_specialist_calls",
-                              limit=self.max_specialist_calls, detail=detail)
-            ctx.end("cap", detail=detail)
+            await run.hit_cap("max_specialist_calls", self.max_specialist_calls, detail)
+            self._finish(run, "cap", detail)
             return
-        if target == FINISH:
-            if counter < self.min_delegations and not run.refused:
-                run.refused = True
-                run.note = (f"FINISH is refused: this team requires at least "
-                            f"{self.min_delegations} worker run(s) before it finishes.")
-                await run.record(RouteRecord(
-                    run.team, turn, "refused", FINISH, decision.reasoning, counter, "model",
-                    overridden_by="min_delegations",
-                    detail=f"min_delegations={self.min_delegations}"))
+        if target in (FINISH, FINALIZE):
+            if await self._refuse_finish(run, decision, counter, turn):
                 return
             run.note = None
-            await run.record(record(FINISH))
-            answer = (self.finalize(list(run.delegations)) if self.finalize is not None
-                      else run.last_output())
-            ctx.end("completed", output=answer)
+            await run.record(record(target))
+            self._finish(run, "completed")
             return
         worker = target
         agent = self._roster[worker]

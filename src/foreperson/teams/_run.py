@@ -47,7 +47,12 @@ from ..journal import Journal, JournalDivergence, UnknownStepVersion
 from ..models import Message, ModelResponse, SystemMessage, Usage, UserMessage
 from ..work import MemoryStore, Status, Task, TaskStore
 from ..work.hold import Failed, Hold, await_elsewhere, store_call
-from ._events import DelegationFinishedEvent, DelegationStartedEvent, RouteDecisionEvent
+from ._events import (
+    CapReachedEvent,
+    DelegationFinishedEvent,
+    DelegationStartedEvent,
+    RouteDecisionEvent,
+)
 from ._records import DELEGATION_CODEC, Delegation, RouteRecord, TeamResult
 
 __all__ = ["DelegationHost", "TeamArchitecture", "TeamRun", "resolve_worker", "work_prompt"]
@@ -257,6 +262,7 @@ class TeamRun:
         self.asked: list[str] = []
         self.specialist_calls = 0
         self.calls_by_worker: dict[str, int] = {}
+        self.cap: str | None = None
         self.steps = 0
         self.task_by_path: dict[str, str] = {}
         self.parent_task_id = self._parent_task()
@@ -321,6 +327,31 @@ class TeamRun:
         ctx = self.ctx
         if ctx.events is not None:
             await ctx.publish(make(run_id=ctx.run_id, agent=self.team, **fields, **ctx.tags))
+
+    async def hit_cap(self, cap: str, limit: int | None, detail: str) -> None:
+        """Note that ``cap`` (an option's name, e.g. ``"max_specialist_calls"``) refused
+        more work (the first one is the result's ``cap``) and publish it."""
+        if self.cap is None:
+            self.cap = cap
+        await self.publish(CapReachedEvent, cap=cap, limit=limit, detail=detail)
+
+    def has_work(self) -> bool:
+        """Whether any worker run gave the team something to answer with: a completed
+        output, or the text of a worker that stopped on its own cap or limit (a nested
+        team's best effort); a worker that raised or timed out gave nothing."""
+        return TeamRun.best_effort(self, None) is not None
+
+    def nothing_to_answer(self) -> tuple[str, str]:
+        """Why a team that is about to end has no answer, as ``(stop reason, detail)``:
+        ``"no_answer"`` when no worker ran (or the ones that completed gave the finalize
+        step nothing), ``"worker_failed"`` when every worker run failed."""
+        if not self.delegations:
+            return "no_answer", "the team finished before any worker ran"
+        if self.completed_workers():
+            return "no_answer", "the finalize step returned no answer"
+        failures = "; ".join(f"{d.worker}: {d.error or d.stop_reason}"
+                             for d in self.delegations)
+        return "worker_failed", f"no worker run completed ({failures})"
 
     # --- delegation ----------------------------------------------------------------------
 
@@ -642,7 +673,7 @@ class TeamRun:
                 return answer
         return None
 
-    def best_effort(self, result: RunResult[Any]) -> str | None:
+    def best_effort(self, result: RunResult[Any] | None) -> str | None:
         """The final answer of a run a cap, a loop or a limit ended: the last completed
         worker output, else what the last worker that stopped had produced (a nested
         team's own best effort), else None (nothing to show; never a tool error or a
@@ -675,7 +706,8 @@ class TeamRun:
             result, text=text, route_log=list(self.route_log),
             delegations=sorted(self.delegations, key=lambda d: (d.turn, d.index)),
             partial=[w for w in self.asked if w not in done],
-            specialist_calls=self.specialist_calls)
+            specialist_calls=self.specialist_calls,
+            cap=self.cap if result.stop_reason == "cap" else None)
 
 
 class TeamStore:

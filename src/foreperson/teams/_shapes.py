@@ -140,8 +140,9 @@ class Parallel(_FixedShape):
     ``merge`` the answer is the branches' outputs, each under its name.
 
     A branch that does not complete is shown to the merging agent as
-    ``{"completed": false, ...}`` and listed in ``result.partial``; a merge that does
-    not complete ends the run with ``stop_reason == "worker_failed"``.
+    ``{"completed": false, ...}`` and listed in ``result.partial``; when no branch
+    completes the merge does not run, and a merge that does not complete, or no branch
+    at all completing, ends the run with ``stop_reason == "worker_failed"``.
 
     Args:
         branches: the agents run concurrently; names must differ.
@@ -195,6 +196,10 @@ class Parallel(_FixedShape):
             assert delegation is not None
             ctx.messages.append(output_message(delegation) if delegation.completed
                                 else failure_message(delegation))
+        if not run.has_work():
+            reason, detail = run.nothing_to_answer()
+            ctx.end(reason, detail=detail)
+            return
         if self.merge is None:
             parts = [f"[{d.worker}] {d.answer if d.completed else '(did not complete)'}"
                      for d in done if d is not None]

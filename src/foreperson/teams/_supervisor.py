@@ -20,7 +20,7 @@ import math
 import re
 import warnings
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, create_model
@@ -31,7 +31,7 @@ from ..models import Message, ModelResponse, SystemMessage, ToolCall, ToolReturn
 from ..work import MemoryStore, TaskStore
 from ..work.hold import store_call
 from ..work.leases import DEFAULT_LEASE_S
-from ._events import CapReachedEvent, LoopDetectedEvent, WorkerSpawnedEvent
+from ._events import LoopDetectedEvent, WorkerSpawnedEvent
 from ._records import Delegation, RouteRecord
 from ._run import (
     TeamRun,
@@ -439,8 +439,8 @@ class TeamSupervisor(TeamStore):
         ctx.tools.update(self._tools(run))
         while not ctx.stopped:
             if self.max_turns is not None and ctx.turn >= self.max_turns:
-                await self._cap(run, "max_turns", self.max_turns,
-                                f"the supervisor made max_turns={self.max_turns} model calls")
+                await run.hit_cap("max_turns", self.max_turns,
+                                  f"the supervisor made max_turns={self.max_turns} model calls")
                 ctx.end("cap", detail=f"reached max_turns={self.max_turns} supervisor turns")
                 return
             reached = ctx.limit_reached()
@@ -489,12 +489,15 @@ class TeamSupervisor(TeamStore):
                 run.team, ctx.turn, "answer", "answer", "", run.specialist_calls, "FINISH",
                 detail=f"accepted after one refusal, below min_delegations="
                        f"{self.min_delegations}")
+        if run.delegations and not run.has_work():
+            reason, detail = run.nothing_to_answer()
+            await run.record(replace(record, overridden_by=reason,
+                                     detail=detail))
+            ctx.end(reason, detail=detail)
+            return
         await ctx.accept_final(response)
         if ctx.stop_reason == "completed":
             await run.record(record)
-
-    async def _cap(self, run: _SupervisorRun, cap: str, limit: int, detail: str) -> None:
-        await run.publish(CapReachedEvent, cap=cap, limit=limit, detail=detail)
 
     # --- planning a turn ----------------------------------------------------------------
 
@@ -528,7 +531,7 @@ class TeamSupervisor(TeamStore):
                 if isinstance(role, str) and isinstance(instructions, str):
                     run.plan[index] = self._plan_spawn(run, role, instructions, reserved)
         for cap, (limit, detail) in caps_hit.items():
-            await self._cap(run, cap, limit, detail)
+            await run.hit_cap(cap, limit, detail)
 
     async def _plan_delegation(
         self, run: _SupervisorRun, response: ModelResponse, raw: str, instructions: str,
