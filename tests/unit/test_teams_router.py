@@ -57,13 +57,28 @@ def transcript(result) -> list[str]:
 # --- table 2: the supervisor that never finishes -------------------------------------------
 
 
+def function_writer(log: list[str]):
+    """The stub writer as the seed's cell has it: a plain function, no model."""
+
+    def writer(instructions: str) -> str:
+        log.append("writer")
+        earlier = re.findall(r"^\[writer\]", instructions, re.M)
+        return f"draft {len(earlier) + 1}"
+
+    return writer
+
+
 @pytest.mark.anyio
-@pytest.mark.parametrize("decider", ["model", "rule"])
+@pytest.mark.parametrize("decider", ["model", "rule", "rule and functions"])
 async def test_table_2_the_never_finishing_supervisor_is_stopped_by_the_counter(decider):
     log: list[str] = []
     workers = {"researcher": answering("researcher", log=log), "writer": numbered_writer(log),
                "critic": answering("critic", "not approved", log=log)}
-    if decider == "model":
+    if decider == "rule and functions":       # the notebook's stub cell, as written
+        workers = {"researcher": lambda text: "notes", "writer": function_writer(log),
+                   "critic": lambda text: "not approved"}
+        team = Team.router(workers=workers, decide=lambda state: "writer")
+    elif decider == "model":
         team = Team.router(workers=workers, model=LoggedFunction("supervisor", always_writer, log))
     else:
         team = Team.router(workers=workers, decide=lambda state: "writer")
@@ -82,6 +97,9 @@ async def test_table_2_the_never_finishing_supervisor_is_stopped_by_the_counter(
     assert log.count("writer") == 6
     # routing model calls: 7 with a model; 0 with a rule (the seed's stub cell)
     assert log.count("supervisor") == (7 if decider == "model" else 0)
+    # every model call of the run: the stub cell's "Model calls 0" needs function workers
+    assert result.usage.model_calls == {"model": 13, "rule": 6, "rule and functions": 0}[
+        decider]
 
 
 def test_the_routing_function_reads_the_counter_before_the_choice():

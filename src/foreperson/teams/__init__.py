@@ -14,6 +14,10 @@ in any combination.
 * :class:`Pipeline` (``Team.pipeline``) and :class:`Parallel` (``Team.parallel``): fixed
   shapes, no routing calls.
 
+A worker is an agent, or a plain function with no model (:func:`function_worker`; a
+roster may name the function itself), so a rule-routed team of functions makes no model
+call at all.
+
 Deciding (a model, or a rule) is separate from routing and capping (plain code that
 reads counters first); every cap ends a run with a result and ``stop_reason == "cap"``,
 ``recursion_limit`` is the backstop that raises. Every decision goes to the route log
@@ -48,6 +52,7 @@ from ._events import (
     TeamEvent,
     WorkerSpawnedEvent,
 )
+from ._function import function_worker
 from ._mermaid import mermaid
 from ._records import FINISH, Delegation, RouteDecision, RouteRecord, TeamResult, Thread
 from ._router import Decide, Finalize, Router, RouteState, route
@@ -82,6 +87,7 @@ __all__ = [
     "WorkerSpawnedEvent",
     "decompose",
     "decompose_sync",
+    "function_worker",
     "mermaid",
     "route",
     "validate_plan",

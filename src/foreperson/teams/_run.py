@@ -53,6 +53,7 @@ from ._events import (
     DelegationStartedEvent,
     RouteDecisionEvent,
 )
+from ._function import as_worker
 from ._records import DELEGATION_CODEC, Delegation, RouteRecord, TeamResult
 
 __all__ = ["DelegationHost", "TeamArchitecture", "TeamRun", "resolve_worker", "work_prompt"]
@@ -759,9 +760,10 @@ def is_running_above(ctx: RunContext, agent: Agent[Any]) -> bool:
     return any(run.agent.architecture is target for run, _ in enclosing_runs(ctx))
 
 
-def check_roster(team: str, workers: Mapping[str, Agent[Any]]) -> dict[str, Agent[Any]]:
-    """The roster, checked: names are identifiers-like strings, values are agents; an
-    agent whose name differs from its roster name is cloned under that name, so its
+def check_roster(team: str, workers: Mapping[str, Any]) -> dict[str, Agent[Any]]:
+    """The roster, checked: names are identifiers-like strings, values are agents (or
+    plain functions, made function workers under their roster names); an agent whose
+    name differs from its roster name is cloned under that name, so its
     events, results and audit entries say which worker it is.
 
     Raises:
@@ -777,10 +779,7 @@ def check_roster(team: str, workers: Mapping[str, Agent[Any]]) -> dict[str, Agen
             raise ConfigurationError(
                 f"team {team!r}: 'FINISH' is the router's choice to end the run; rename "
                 "that worker")
-        if not isinstance(agent, Agent):
-            raise ConfigurationError(
-                f"team {team!r}: worker {name!r} is {type(agent).__name__}, not an Agent "
-                "(a team is an Agent too)")
+        agent = as_worker(team, name, agent)
         roster[name] = agent if agent.name == name else _renamed(agent, name)
     return roster
 

@@ -16,6 +16,7 @@ from ..agents import Agent, AgentEvent, RunContext
 from ..errors import ConfigurationError, first_error
 from ..work import MemoryStore, TaskStore
 from ..work.leases import DEFAULT_LEASE_S
+from ._function import function_worker
 from ._records import Delegation
 from ._run import (
     TeamRun,
@@ -34,10 +35,15 @@ def _roster(shape: str, agents: Sequence[Agent[Any]]) -> dict[str, Agent[Any]]:
     if isinstance(agents, Agent) or not isinstance(agents, Sequence) or not agents:
         raise ConfigurationError(f"Team.{shape}([...]) takes a non-empty list of agents")
     named: dict[str, Agent[Any]] = {}
-    for agent in agents:
-        if not isinstance(agent, Agent):
+    for item in agents:
+        if isinstance(item, Agent):
+            agent = item
+        elif callable(item) and not isinstance(item, type):
+            agent = function_worker(item)
+        else:
             raise ConfigurationError(
-                f"Team.{shape}: {agent!r} is not an Agent (a team is an Agent too)")
+                f"Team.{shape}: {item!r} is not an Agent or a function (a team is an Agent "
+                "too)")
         if agent.name in named:
             raise ConfigurationError(
                 f"Team.{shape}: two agents are named {agent.name!r}; give each a name of "

@@ -10,14 +10,11 @@ from typing import Any, TypeVar
 from ..agents import Agent, Guards, RunResult, Tool
 from ..errors import ConfigurationError
 from ..models import (
-    Message,
     Model,
-    ModelBase,
-    ModelRequestParameters,
-    ModelResponse,
     ModelSettings,
 )
 from ..work import TaskStore
+from ._function import NoModel
 from ._mermaid import mermaid
 from ._records import TeamResult
 from ._router import Decide, Finalize, Router
@@ -33,30 +30,6 @@ _SUPERVISOR_OPTIONS = frozenset({
     "max_calls_per_worker", "max_fan_out", "max_turns", "min_delegations", "context",
     "context_chars", "store", "max_attempts", "retry_backoff_s", "worker_timeout_s",
     "stale_after", "lease_s", "recursion_limit"})
-
-
-class _NoModel(ModelBase):
-    """The model of a team that decides without one (a pipeline, a parallel fan-out, a
-    router with a rule): calling it is a bug, said plainly."""
-
-    def __init__(self, team: str) -> None:
-        self.team = team
-
-    @property
-    def name(self) -> str:
-        """``team:<name>``."""
-        return f"team:{self.team}"
-
-    async def request(self, messages: Sequence[Message], params: ModelRequestParameters
-                      ) -> ModelResponse:
-        """Never answers.
-
-        Raises:
-            ConfigurationError: always; this team has no model of its own.
-        """
-        raise ConfigurationError(
-            f"team {self.team!r} has no model of its own (its shape calls none); give it "
-            "a model if its architecture needs one")
 
 
 class Team(Agent[OutputT, TeamResult[OutputT]]):
@@ -184,7 +157,7 @@ class Team(Agent[OutputT, TeamResult[OutputT]]):
         architecture = Router(workers, max_specialist_calls=max_specialist_calls,
                               max_turns=max_turns, min_delegations=min_delegations,
                               decide=decide, finalize=finalize, store=store, **options)
-        return cls(instructions, model=model if model is not None else _NoModel(name),
+        return cls(instructions, model=model if model is not None else NoModel(name),
                    name=name, guards=guards, settings=settings, architecture=architecture)
 
     @classmethod
@@ -206,7 +179,7 @@ class Team(Agent[OutputT, TeamResult[OutputT]]):
         Raises:
             ConfigurationError: no stages, or two with one name.
         """
-        return cls("", model=_NoModel(name), name=name,
+        return cls("", model=NoModel(name), name=name,
                    architecture=Pipeline(agents, store=store, **options))
 
     @classmethod
@@ -229,7 +202,7 @@ class Team(Agent[OutputT, TeamResult[OutputT]]):
         Raises:
             ConfigurationError: no branches, or two agents with one name.
         """
-        return cls("", model=_NoModel(name), name=name,
+        return cls("", model=NoModel(name), name=name,
                    architecture=Parallel(agents, merge=merge, store=store, **options))
 
     # --- runs with threads ----------------------------------------------------------------
