@@ -17,7 +17,9 @@
     │   ├── OutputValidationError   the model's final answer never matched the agent's output_type
     │   ├── RecursionLimitExceeded  a team run took more steps than its backstop allows
     │   ├── AccessDenied            another user's (or an anonymous) run reached a pinned run
-    │   │                           or worker (seed 001: tenant pinning)
+    │   │   │                       or worker (seed 001: tenant pinning)
+    │   │   └── RunNotFound         no run of that id for this caller (missing or another
+    │   │                           user's: the same to the caller; also a ConfigurationError)
     │   ├── RunBusy                 a durable run is owned by another live process
     │   └── JournalDivergence       a replay asked a step something else than was
     │                               recorded (defined in foreperson.journal)
@@ -63,6 +65,7 @@ __all__ = [
     "RecursionLimitExceeded",
     "Retry",
     "RunBusy",
+    "RunNotFound",
     "RunError",
     "SpecProblem",
     "StoreError",
@@ -325,20 +328,53 @@ class AccessDenied(RunError):
         user_id: who asked (None: anonymous).
         owner: the user it belongs to (None: anonymous).
         what: what was reached (``"run r-1"``, ``"agent 'poet'"``).
+
+    Args:
+        what: as the attribute.
+        user_id: as the attribute.
+        owner: as the attribute.
+        action: what was refused (``"run"``, ``"resume"``, ``"read"``...).
+        message: the whole message instead of the default one naming the owner.
     """
 
     def __init__(self, what: str, *, user_id: str | None, owner: str | None,
-                 action: str = "reach") -> None:
+                 action: str = "reach", message: str | None = None) -> None:
         def who(user: str | None) -> str:
             return "an anonymous caller" if user is None else f"user {user!r}"
 
         pinned = "no user (an anonymous run)" if owner is None else f"user {owner!r}"
-        super().__init__(
+        super().__init__(message or (
             f"{what} belongs to {pinned}; {who(user_id)} cannot {action} it: pass the "
-            "user_id it belongs to (runs and workers stay with the user who started them)")
+            "user_id it belongs to (runs and workers stay with the user who started them)"))
         self.user_id = user_id
         self.owner = owner
         self.what = what
+
+
+class RunNotFound(AccessDenied, ConfigurationError):
+    """There is no run of this id for this caller: it does not exist, or it belongs to
+    another user (or to a user, asked by an anonymous caller). The two read the same
+    and the owner is never named (seed 001, tenant pinning: a caller learns nothing of
+    the runs that are not its own). Nothing was run, read or written. It is both an
+    :class:`AccessDenied` and a :class:`ConfigurationError`, so code catching either
+    keeps working.
+
+    Attributes:
+        run_id: the run asked for.
+        user_id: who asked (None: anonymous).
+        owner: always None (not told).
+        what: ``"run <id>"``.
+    """
+
+    def __init__(self, run_id: str, *, user_id: str | None) -> None:
+        who = "an anonymous caller" if user_id is None else f"user {user_id!r}"
+        Exception.__init__(
+            self, f"there is no run {run_id} for {who}: check the run id and the user_id "
+                  "(a run is reached only by the user it was started for)")
+        self.run_id = run_id
+        self.user_id = user_id
+        self.owner = None
+        self.what = f"run {run_id}"
 
 
 class RunBusy(RunError):

@@ -1,6 +1,7 @@
 """``foreperson runs`` (issue 11 item 7), in process on a SQLite file: list, show as a
 tree or as JSON, approve / deny, resume with an agent loaded from a file, and the
-refusals (another user, a bad argument)."""
+refusals (another user, a bad argument). Tenant privacy (issue 20 item 5) in
+test_runs_privacy.py."""
 
 from __future__ import annotations
 
@@ -52,8 +53,8 @@ def parked(tmp_path, monkeypatch):
     return db
 
 
-def test_runs_list_shows_every_users_runs_or_one_users(parked, capsys):
-    assert main(["runs", "list", "--db", parked]) == 0
+def test_runs_list_shows_the_callers_runs_or_every_users_for_an_operator(parked, capsys):
+    assert main(["runs", "list", "--db", parked, "--all-users"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[:4] == ["run", "agent", "user", "status"]
     assert [line.split()[:5] for line in out[1:]] == [
@@ -61,7 +62,10 @@ def test_runs_list_shows_every_users_runs_or_one_users(parked, capsys):
         ["r-ada", "clerk", "ada", "waiting", "awaiting_approval"]]
     assert main(["runs", "list", "--db", parked, "--user", "ada"]) == 0
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["r-ada"]
-    assert main(["runs", "list", "--db", parked, "--status", "completed"]) == 0
+    assert main(["runs", "list", "--db", parked]) == 0          # the anonymous runs: none
+    assert capsys.readouterr().out.strip() == "no runs"
+    assert main(["runs", "list", "--db", parked, "--all-users", "--status",
+                 "completed"]) == 0
     assert capsys.readouterr().out.strip() == "no runs"
 
 
@@ -77,10 +81,12 @@ def test_runs_show_prints_the_tree_or_the_journal_for_its_user_only(parked, caps
     assert [(s["key"], s["kind"]) for s in lines] == [
         ("agent:clerk/turn:1/model", "model_call"),
         ("agent:clerk/turn:1/tool:1/approval/request", "approval_request")]
-    assert main(["runs", "show", "r-ada", "--db", parked, "--user", "bob"]) == 1
-    assert "user 'bob' cannot read it" in capsys.readouterr().err
+    assert main(["runs", "show", "r-ada", "--db", parked, "--user", "bob"]) == 2
+    refused = capsys.readouterr().err
+    assert refused.startswith("error: no run 'r-ada' for user 'bob': ")
+    assert "ada" not in refused.replace("'r-ada'", "")         # the owner is not named
     assert main(["runs", "show", "nope", "--db", parked]) == 2
-    assert "there is no run nope" in capsys.readouterr().err
+    assert "no run 'nope' for an anonymous caller" in capsys.readouterr().err
 
 
 def test_runs_approve_deny_and_resume(parked, capsys):

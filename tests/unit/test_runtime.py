@@ -25,7 +25,7 @@ from foreperson.agents import (
     tool,
 )
 from foreperson.agents.steps import ParentRun
-from foreperson.errors import AccessDenied, ConfigurationError, RunBusy
+from foreperson.errors import AccessDenied, ConfigurationError, RunBusy, RunNotFound
 from foreperson.journal import JournalDivergence
 from foreperson.models import ToolCall, ToolReturn
 from foreperson.runtime import InMemoryRuntime, Runtime
@@ -166,7 +166,7 @@ async def test_a_team_crashed_mid_delegation_takes_its_task_over_and_replays_the
 async def test_resuming_needs_a_recorded_run_of_the_same_agent():
     runtime = InMemoryRuntime()
     agent = Agent("A.", model=ScriptedModel(["hi"]), name="a")
-    with pytest.raises(ConfigurationError, match="no run nope"):
+    with pytest.raises(ConfigurationError, match="there is no run nope"):
         await agent.resume("nope", runtime=runtime)
     await agent.run("x", runtime=runtime, run_id="r1")
     other = Agent("B.", model=ScriptedModel([]), name="b")
@@ -214,19 +214,24 @@ async def test_another_user_cannot_run_resume_read_or_approve_a_run():
     parked = await agent.run("refund A-7", runtime=runtime, run_id="r1", user_id="ada")
     call = parked.pending[0].call_id
     for user in ("bob", None):
-        with pytest.raises(AccessDenied, match="run r1 belongs to user 'ada'"):
-            await agent.resume("r1", runtime=runtime, user_id=user)
-        with pytest.raises(AccessDenied):
+        who = "an anonymous caller" if user is None else f"user {user!r}"
+        refusals: list[str] = []
+        for run_id in ("r1", "r9"):          # another user's run, and one that does not exist
+            with pytest.raises(RunNotFound, match=f"there is no run {run_id} for {who}") as info:
+                await agent.resume(run_id, runtime=runtime, user_id=user)
+            refusals.append(str(info.value).replace(run_id, "ID"))
+            for read in (runtime.show, runtime.get_run, runtime.steps, runtime.pending):
+                with pytest.raises(RunNotFound) as info:
+                    read(run_id, user_id=user)
+                refusals.append(str(info.value).replace(run_id, "ID"))
+            for decide in (runtime.approve, runtime.deny):
+                with pytest.raises(RunNotFound) as info:
+                    decide(run_id, call, user_id=user)
+                refusals.append(str(info.value).replace(run_id, "ID"))
+        assert len(set(refusals)) == 1 and "ada" not in refusals[0]   # the same, no owner
+        with pytest.raises(AccessDenied, match="run id r1 is taken") as taken:
             await agent.run("refund A-7", runtime=runtime, run_id="r1", user_id=user)
-        with pytest.raises(AccessDenied, match="cannot read it"):
-            runtime.show("r1", user_id=user)
-        for read in (runtime.get_run, runtime.steps, runtime.pending):
-            with pytest.raises(AccessDenied):
-                read("r1", user_id=user)
-        with pytest.raises(AccessDenied, match="cannot approve it"):
-            runtime.approve("r1", call, user_id=user)
-        with pytest.raises(AccessDenied):
-            runtime.deny("r1", call, user_id=user)
+        assert "ada" not in str(taken.value)
     assert runtime.pending("r1", user_id="ada")              # nothing was decided
     assert [r.run_id for r in runtime.list_runs(user_id="bob")] == []
     assert [r.run_id for r in runtime.list_runs(user_id="ada")] == ["r1"]

@@ -1,16 +1,21 @@
 """``foreperson runs``: durable agent runs (``foreperson.runtime``) in a store.
 
-    foreperson runs list --db runs.db                      # every user's, newest first
-    foreperson runs list --dsn DSN --user ada --status waiting
+    foreperson runs list --db runs.db --user ada           # ada's runs, newest first
+    foreperson runs list --db runs.db                      # the anonymous runs
+    foreperson runs list --dsn DSN --all-users --status waiting   # an operator's view
     foreperson runs show RUN_ID --db runs.db --user ada    # the run as a tree
     foreperson runs approve RUN_ID CALL_ID --db runs.db --user ada
     foreperson runs deny RUN_ID CALL_ID --reason "not this one" --db runs.db --user ada
     foreperson runs resume RUN_ID --agent myapp.agents:team --db runs.db --user ada
 
-A run belongs to the user it was started for: ``show``, ``approve``, ``deny`` and
-``resume`` take that user's id (``--user``; none for an anonymous run) and refuse any
-other. ``list`` is the operator's view: every user's runs (ids, users, status, times),
-or one user's with ``--user``.
+A run belongs to the user it was started for (seed 001, tenant pinning). Every command
+acts as the caller given by ``--user`` (none: an anonymous caller, who owns the
+anonymous runs): ``list`` lists that caller's runs only, unless the operator's flag
+``--all-users`` is given; ``show``, ``approve``, ``deny`` and ``resume`` reach only that
+caller's runs. Another user's run and a run that does not exist look the same to a
+caller who does not own it: the same message (``no run 'r-1' for user 'bob'``, the owner
+never named) and the same exit status (2), so ``runs`` cannot be used to learn which run
+ids exist or whose they are.
 """
 
 from __future__ import annotations
@@ -19,18 +24,22 @@ import importlib
 import importlib.util
 import json
 import os
+import shlex
 import sys
 from typing import Annotated, Any, Optional
 
 import typer
 
-from ..errors import ConfigurationError
+from ..errors import AccessDenied, ConfigurationError
 from ._common import DB_HELP, DSN_HELP, open_store
 
 runs_app = typer.Typer(help="Durable agent runs: list, show as a tree, approve, resume.",
                        no_args_is_help=True)
 
-_USER_HELP = "The user the run belongs to (omit for an anonymous run)."
+_USER_HELP = ("Who asks: the user the run belongs to (omit for an anonymous run). Another "
+              "user's run is reported as missing.")
+_ALL_USERS_HELP = ("An operator's flag: list every user's runs (and the anonymous ones), "
+                   "not only the caller's.")
 _SCHEMA_HELP = "PostgreSQL schema (default: $FOREPERSON_PG_SCHEMA or foreperson)."
 
 
@@ -44,21 +53,63 @@ def _when(value: Any) -> str:
     return value.isoformat(timespec="seconds") if value is not None else "-"
 
 
+def _caller(user: str | None) -> str:
+    return "an anonymous caller (no --user)" if user is None else f"user {user!r}"
+
+
+def _no_run(run_id: str, user: str | None) -> ConfigurationError:
+    """The one error for a run ``user`` cannot reach: it does not exist, or it belongs to
+    someone else. Both read the same, and never name the owner (seed 001, tenant
+    pinning: a caller learns nothing of the runs that are not its own).
+
+    Args:
+        run_id: the run asked for.
+        user: who asked (None: an anonymous caller).
+
+    Returns:
+        A :class:`~foreperson.errors.ConfigurationError` (the CLI exits 2 with it):
+        ``no run 'r-1' for user 'bob': check the run id and --user ...``.
+    """
+    listing = ("foreperson runs list" if user is None
+               else f"foreperson runs list --user {shlex.quote(user)}")
+    return ConfigurationError(f"no run {run_id!r} for {_caller(user)}: check the run id and "
+                              f"--user (`{listing}` lists the caller's runs)")
+
+
+def _reach(runtime: Any, run_id: str, user: str | None) -> None:
+    """Check that ``user`` may reach the run, before anything is read or written.
+
+    Raises:
+        ConfigurationError: :func:`_no_run`, whether the run is missing or another's.
+    """
+    try:
+        runtime.get_run(run_id, user_id=user)
+    except (AccessDenied, ConfigurationError):
+        raise _no_run(run_id, user) from None
+
+
 @runs_app.command("list")
 def list_runs(
     db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None,  # noqa: UP045
     dsn: Annotated[Optional[str], typer.Option(help=DSN_HELP)] = None,  # noqa: UP045
     schema: Annotated[Optional[str], typer.Option(help=_SCHEMA_HELP)] = None,  # noqa: UP045
-    user: Annotated[Optional[str], typer.Option(help="Only this user's runs.")] = None,  # noqa: UP045
+    user: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Whose runs: this user's (omit for the anonymous runs).")] = None,
     status: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="Only runs in this status: running, waiting, completed, failed, interrupted.")] = None,
     limit: Annotated[int, typer.Option(min=1, max=100000, help="At most this many.")] = 50,
+    all_users: Annotated[bool, typer.Option("--all-users", help=_ALL_USERS_HELP)] = False,
 ) -> None:
-    """List runs, newest first: id, agent, user, status, stop reason, start, last change."""
+    """List the caller's runs, newest first: id, agent, user, status, stop reason, start,
+    last change. The caller is ``--user`` (none: the anonymous runs); an operator lists
+    every user's runs with ``--all-users``."""
+    if all_users and user is not None:
+        raise ConfigurationError("--all-users lists every user's runs; give it or --user, "
+                                 "not both")
     runtime = _runtime(db, dsn, schema)
     try:
         records = runtime.list_runs(user_id=user, status=status, limit=limit,
-                                    all_users=user is None)
+                                    all_users=all_users)
     finally:
         runtime.close()
     if not records:
@@ -86,6 +137,7 @@ def show(
     status and timings; what it waits on."""
     runtime = _runtime(db, dsn, schema)
     try:
+        _reach(runtime, run_id, user)
         if as_json:
             for step in runtime.steps(run_id, user_id=user):
                 typer.echo(json.dumps({
@@ -125,6 +177,7 @@ def approve(
             raise ConfigurationError("--arguments must be a JSON object")
     runtime = _runtime(db, dsn, schema)
     try:
+        _reach(runtime, run_id, user)
         if deny:
             decision = runtime.deny(run_id, call_id, reason=reason, user_id=user)
         else:
@@ -210,6 +263,7 @@ def resume(
     chosen = load_agent(agent)
     runtime = _runtime(db, dsn, schema)
     try:
+        _reach(runtime, run_id, user)
         result = chosen.resume_sync(run_id, runtime=runtime, user_id=user)
     finally:
         runtime.close()

@@ -29,7 +29,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from ..agents import Approval, PendingApproval, RunOptions, RunResult
 from ..agents.steps import AgentView, JournaledSteps, RunSession
-from ..errors import AccessDenied, ConfigurationError
+from ..errors import AccessDenied, ConfigurationError, RunNotFound
 from ..journal import Journal, RunLedger, RunRecord, Step, compact_request
 from ..models import MESSAGES_ADAPTER, Message
 from ..work import MemoryStore, TaskStore
@@ -196,7 +196,7 @@ class Runtime:
         given up in every case (a SIGKILL leaves it to the lease).
 
         Raises:
-            AccessDenied: the run belongs to another user.
+            RunNotFound: no run of that id for this caller (missing, or another user's).
             RunBusy: another live process owns it.
             ConfigurationError: nothing to resume, another agent's run, a ``parent`` in
                 ``options`` (a durable run is a top-level run), or a closed runtime.
@@ -279,10 +279,8 @@ class Runtime:
         record: RunRecord | None
         if prompt is None:
             record = ledger.get_run(run_id)
-            if record is None:
-                raise ConfigurationError(
-                    f"there is no run {run_id} in {self!r} to resume; check the run id "
-                    "(`foreperson runs list`) and the store")
+            if record is None or record.user_id != user_id:
+                raise RunNotFound(run_id, user_id=user_id)
         else:   # one round trip for a new run: recorded already owned by this process
             data = {"prompt": prompt, "message_history": MESSAGES_ADAPTER.dump_python(
                 list(history), mode="json") if history else None}
@@ -295,9 +293,11 @@ class Runtime:
             if record.owner == owner:
                 return record, True
         action = "resume" if prompt is None else "run"
-        if record.user_id != user_id:
-            raise AccessDenied(f"run {run_id}", user_id=user_id, owner=record.user_id,
-                               action=action)
+        if record.user_id != user_id:   # a new run under an id another user's run has
+            raise AccessDenied(
+                f"run {run_id}", user_id=user_id, owner=None, action=action,
+                message=f"run id {run_id} is taken by a run that is not this caller's: "
+                        "choose another run id (or pass the user_id the run was started for)")
         if record.agent != agent.name:
             raise ConfigurationError(
                 f"run {run_id} is a run of agent {record.agent!r}, not {agent.name!r}: "
@@ -309,11 +309,8 @@ class Runtime:
 
     def _checked(self, run_id: str, user_id: str | None, action: str) -> RunRecord:
         record: RunRecord | None = self._ledger.get_run(run_id)
-        if record is None:
-            raise ConfigurationError(f"there is no run {run_id} in {self!r}")
-        if record.user_id != user_id:
-            raise AccessDenied(f"run {run_id}", user_id=user_id, owner=record.user_id,
-                               action=action)
+        if record is None or record.user_id != user_id:
+            raise RunNotFound(run_id, user_id=user_id)
         return record
 
     def get_run(self, run_id: str, *, user_id: str | None = None) -> RunRecord:
@@ -327,15 +324,15 @@ class Runtime:
             Its :class:`~foreperson.journal.RunRecord`.
 
         Raises:
-            AccessDenied: it belongs to another user.
+            RunNotFound: no run of that id for this caller (missing, or another user's).
             ConfigurationError: there is no such run.
         """
         return self._checked(run_id, user_id, "read")
 
     def list_runs(self, *, user_id: str | None = None, status: str | None = None,
                   limit: int = 100, all_users: bool = False) -> list[RunRecord]:
-        """Runs, newest first: one user's (anonymous runs for ``user_id=None``), or, for
-        an operator, every user's (``all_users=True``).
+        """Runs, newest first: the caller's only (``user_id``'s, or the anonymous runs
+        for ``user_id=None``), or, for an operator, every user's (``all_users=True``).
 
         Args:
             user_id: whose runs.
@@ -350,14 +347,21 @@ class Runtime:
             return list(self._ledger.list_runs(status=status, limit=limit))
         if user_id is not None:
             return list(self._ledger.list_runs(user_id=user_id, status=status, limit=limit))
-        records = self._ledger.list_runs(status=status, limit=max(limit * 4, limit))
-        return [r for r in records if r.user_id is None][:limit]
+        # the ledger filters by user, not by "no user": read more until enough anonymous
+        # runs are found or every run was read (newer users' runs must not hide them)
+        fetch = max(limit, 1) * 4
+        while True:
+            records = self._ledger.list_runs(status=status, limit=fetch)
+            anonymous = [r for r in records if r.user_id is None]
+            if len(anonymous) >= limit or len(records) < fetch:
+                return anonymous[:limit]
+            fetch *= 4
 
     def steps(self, run_id: str, *, user_id: str | None = None) -> list[Step]:
         """The run's journal, in order (every level of nesting).
 
         Raises:
-            AccessDenied: the run belongs to another user.
+            RunNotFound: no run of that id for this caller (missing, or another user's).
             ConfigurationError: there is no such run.
         """
         self._checked(run_id, user_id, "read")
@@ -369,7 +373,7 @@ class Runtime:
         status and timings.
 
         Raises:
-            AccessDenied: the run belongs to another user.
+            RunNotFound: no run of that id for this caller (missing, or another user's).
             ConfigurationError: there is no such run.
         """
         record = self._checked(run_id, user_id, "read")
@@ -388,7 +392,7 @@ class Runtime:
         """The tool calls the run waits on (recorded, not yet decided), in order.
 
         Raises:
-            AccessDenied: the run belongs to another user.
+            RunNotFound: no run of that id for this caller (missing, or another user's).
             ConfigurationError: there is no such run.
         """
         self._checked(run_id, user_id, "read")
@@ -412,7 +416,7 @@ class Runtime:
             first decision wins).
 
         Raises:
-            AccessDenied: the run belongs to another user.
+            RunNotFound: no run of that id for this caller (missing, or another user's).
             ConfigurationError: no such run, or it waits on no such call (or the id is
                 ambiguous: the message lists the keys).
         """
