@@ -6,7 +6,7 @@ deadline scope (:class:`DeadlineScope`)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..journal import request_digest
@@ -81,13 +81,17 @@ class ConversationDigest:
         return self.system_digest
 
     def of_tools(self, tools: Sequence[ToolDefinition]) -> str:
-        """The digest of the tool definitions offered (kept while they are the same
-        objects: a tool's definition is built once)."""
+        """The digest of the tool definitions offered, each with its
+        ``replay_description`` in place of its description when it has one (kept while
+        they are the same objects: a tool's definition is built once)."""
         seen = self.tools
         if seen is None or len(seen) != len(tools) or any(
             a is not b for a, b in zip(seen, tools, strict=True)
         ):
-            self.tools_digest = request_digest([asdict(d) for d in tools])
+            self.tools_digest = request_digest([
+                {"name": d.name, "parameters": d.parameters,
+                 "description": d.description if d.replay_description is None
+                 else d.replay_description} for d in tools])
             self.tools = tuple(tools)
         return self.tools_digest
 

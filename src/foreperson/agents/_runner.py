@@ -308,10 +308,10 @@ class JournaledSteps:
         return f"JournaledSteps({self.journal!r})"
 
 
-PURE_KINDS = frozenset({"model_call", "delegation", "spawn"})
+PURE_KINDS = frozenset({"model_call", "delegation", "spawn", "route"})
 """Step kinds that act on nothing outside the run (a model's reply, a worker run whose
-own effects are steps of their own, a new worker's id): with ``write_behind`` they run
-without waiting for earlier records to be written."""
+own effects are steps of their own, a new worker's id, a team's routing decision): with
+``write_behind`` they run without waiting for earlier records to be written."""
 
 
 class _Writer:

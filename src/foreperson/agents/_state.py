@@ -110,7 +110,9 @@ class StepEngine(Protocol):
     hands it to each run)."""
 
     def call_model(self, ctx: RunContext, messages: Sequence[Message] | None,
-                   output_type: type[BaseModel] | None) -> AsyncIterator[AgentEvent]:
+                   output_type: type[BaseModel] | None,
+                   replay_messages: Sequence[Message] | None = None,
+                   ) -> AsyncIterator[AgentEvent]:
         """See :meth:`RunContext.call_model`."""
         ...
 
@@ -583,6 +585,7 @@ class RunContext:
         *,
         messages: Sequence[Message] | None = None,
         output_type: type[BaseModel] | None = AGENT_OUTPUT,
+        replay_messages: Sequence[Message] | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Ask the model for its next reply and append it to the conversation: a step
         (``.../turn:T/model``) through the run's step runner.
@@ -605,6 +608,9 @@ class RunContext:
                 and the reply is appended to it).
             output_type: a pydantic model the reply must match, for this call only
                 (default: the agent's ``output_type``; None: text).
+            replay_messages: with ``messages``, what a journal compares on replay in
+                place of them (default: the messages sent): a router's decision
+                compares its roster's names, not each worker's instructions.
 
         Yields:
             :class:`TextDeltaEvent` (streaming without an event sink only), then one
@@ -616,7 +622,7 @@ class RunContext:
             ModelError: the model call failed (after the model's own retries).
             JournalDivergence: a journaled replay asked the model something else.
         """
-        return self.engine.call_model(self, messages, output_type)
+        return self.engine.call_model(self, messages, output_type, replay_messages)
 
     def run_tool_calls(self, calls: Sequence[ToolCall]) -> AsyncIterator[AgentEvent]:
         """Run one turn's tool calls concurrently and append their results in call order.

@@ -222,6 +222,7 @@ async def call_model(  # noqa: C901, PLR0915 - one model step: replay, budget, s
     ctx: RunContext,
     messages: Sequence[Message] | None = None,
     output_type: type[BaseModel] | None = AGENT_OUTPUT,
+    replay_messages: Sequence[Message] | None = None,
 ) -> AsyncIterator[AgentEvent]:
     """See :meth:`RunContext.call_model`."""
     ctx.turn += 1
@@ -263,7 +264,8 @@ async def call_model(  # noqa: C901, PLR0915 - one model step: replay, budget, s
         return response
 
     spec = StepSpec(ctx.journal_run_id, f"{ctx.turn_path(turn)}/model", "model_call",
-                    lambda: _model_request(digest, conversation, params),
+                    lambda: _model_request(digest, conversation if replay_messages is None
+                                           else replay_messages, params),
                     response_codec(output_type))
     started = time.perf_counter()
     outcome: StepOutcome[ModelResponse] | None = None
@@ -702,8 +704,10 @@ class _Engine:
     """These steps as a run's :class:`~foreperson.agents._state.StepEngine`."""
 
     def call_model(self, ctx: RunContext, messages: Sequence[Message] | None,
-                   output_type: type[BaseModel] | None) -> AsyncIterator[AgentEvent]:
-        return call_model(ctx, messages, output_type)
+                   output_type: type[BaseModel] | None,
+                   replay_messages: Sequence[Message] | None = None,
+                   ) -> AsyncIterator[AgentEvent]:
+        return call_model(ctx, messages, output_type, replay_messages)
 
     def run_tool_calls(self, ctx: RunContext, calls: Sequence[ToolCall]
                        ) -> AsyncIterator[AgentEvent]:

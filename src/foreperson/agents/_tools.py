@@ -140,6 +140,9 @@ class Tool:
             function runs again on replay; for tools made of steps themselves (one that
             delegates to a worker run, or spawns a worker through ``ctx.spawn``), whose
             effects must be rebuilt on replay while their own steps replay.
+        replay_description: what a journal compares on replay in place of the
+            description (see :class:`~foreperson.models.ToolDefinition`); None: the
+            description.
     """
 
     function: Callable[..., Any]
@@ -151,6 +154,7 @@ class Tool:
     is_async: bool = False
     timeout_s: float | None = None
     journaled: bool = True
+    replay_description: str | None = None
 
     @classmethod
     def from_function(  # noqa: C901 - each rejected kind of parameter is one branch with its own message
@@ -245,7 +249,8 @@ class Tool:
     @functools.cached_property
     def definition(self) -> ToolDefinition:
         """The tool as the model sees it."""
-        return ToolDefinition(self.name, self.description, self.parameters)
+        return ToolDefinition(self.name, self.description, self.parameters,
+                              self.replay_description)
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check the model's arguments against the signature.

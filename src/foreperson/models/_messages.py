@@ -207,11 +207,17 @@ class ToolDefinition:
         name: the tool's name.
         description: what it does, for the model.
         parameters: the JSON schema of its arguments (an ``object`` schema).
+        replay_description: what a journal compares on replay in place of
+            ``description`` (None: the description itself): the parts of it that may
+            change between a run and its replay without that being a divergence stay
+            out (a team's ``delegate`` tool compares its roster's names, not each
+            worker's instructions, which the delegations compare themselves).
     """
 
     name: str
     description: str
     parameters: dict[str, Any]
+    replay_description: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

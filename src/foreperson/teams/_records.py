@@ -176,6 +176,8 @@ class Delegation:
             shapes).
         index: its position among the calls of that turn, from 1 (the stage, for a
             pipeline).
+        worker_digest: the digest of the worker's instructions when it ran (compared
+            on replay), or None in a record made before it was kept.
     """
 
     worker: str
@@ -194,6 +196,7 @@ class Delegation:
     messages: list[Message] = field(default_factory=list)
     turn: int = 0
     index: int = 1
+    worker_digest: str | None = None
 
     @property
     def answer(self) -> str | None:

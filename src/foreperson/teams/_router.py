@@ -215,7 +215,7 @@ class Router(TeamStore):
         self._store = store
         self._default_store: MemoryStore | None = None
         self.decision_type = RouteDecision.for_workers(list(self._roster))
-        self._systems: dict[str, SystemMessage] = {}
+        self._systems: dict[str, tuple[SystemMessage, SystemMessage]] = {}
 
     def __repr__(self) -> str:
         return f"Router(workers={list(self._roster)!r})"
@@ -271,6 +271,7 @@ class Router(TeamStore):
                     detail="no valid routing decision"))
                 ctx.end("route", detail=f"no valid routing decision: {decision}")
                 return
+            await run.route_step(str(run.decisions), {"next": decision.next})
             await self._follow(ctx, run, decision)
 
     async def _decide(self, ctx: RunContext, run: _RouterRun, names: list[str]
@@ -287,7 +288,7 @@ class Router(TeamStore):
             parsed = self._parse_rule(chosen, names)
             yield parsed
             return
-        messages = self._decision_messages(ctx, run, names)
+        messages, replay = self._decision_messages(ctx, run, names)
         retries = 0
         while True:
             reached = ctx.limit_reached()
@@ -297,7 +298,7 @@ class Router(TeamStore):
             run.count_step("routing decision")
             streaming, ctx.streaming = ctx.streaming, False   # a decision is no text to show
             try:
-                async for event in ctx.call_model(messages=messages,
+                async for event in ctx.call_model(messages=messages, replay_messages=replay,
                                                   output_type=self.decision_type):
                     yield event
             finally:
@@ -314,10 +315,12 @@ class Router(TeamStore):
                 yield f"{parsed} (the model wrote {_short(response.text)!r})"
                 return
             retries += 1
-            messages = [*messages, response, UserMessage(
+            correction = UserMessage(
                 f"That is not a valid routing decision: {parsed}. Answer again with only a "
                 f"JSON object {{\"next\": one of {[*names, FINISH]}, \"reasoning\": "
-                "\"one line\"}.")]
+                "\"one line\"}.")
+            messages = [*messages, response, correction]
+            replay = [*replay, response, correction]
 
     def _parse(self, response: ModelResponse, names: list[str]) -> RouteDecision | str:
         output = response.output
@@ -353,23 +356,20 @@ class Router(TeamStore):
         return self._resolved(chosen, names)
 
     def _decision_messages(self, ctx: RunContext, run: _RouterRun, names: list[str]
-                           ) -> list[Message]:
+                           ) -> tuple[list[Message], list[Message]]:
         """The decision call's conversation: the instructions with the roster, the
-        transcript with each output labelled by its worker, and the question."""
+        transcript with each output labelled by its worker, and the question; and the
+        same with the roster's names only, which is what a replay compares (each
+        worker's instructions are compared by its own delegations)."""
         first = ctx.messages[0]
         instructions = first.content if isinstance(first, SystemMessage) else ""
-        system = self._systems.get(instructions)
-        if system is None:
-            roster = "\n".join(f"- {n}: {' '.join(a.instructions.split())[:160]}"
-                               for n, a in self._roster.items())
-            system = SystemMessage(
-                f"{instructions or _DEFAULT_INSTRUCTIONS}\n\nWorkers:\n{roster}\n\nReply "
-                f"with only a JSON object {{\"next\": one of {[*names, FINISH]}, "
-                "\"reasoning\": \"one line\"}. Choose FINISH when the last request is fully "
-                "answered.")
+        systems = self._systems.get(instructions)
+        if systems is None:
+            systems = (self._system(instructions, names, described=True),
+                       self._system(instructions, names, described=False))
             if len(self._systems) < 64:
-                self._systems[instructions] = system
-        messages: list[Message] = [system]
+                self._systems[instructions] = systems
+        messages: list[Message] = [systems[0]]
         for message in ctx.messages:
             if isinstance(message, UserMessage):
                 messages.append(message)
@@ -383,7 +383,21 @@ class Router(TeamStore):
         if run.note is not None:
             question = f"{run.note}\n{question}"
         messages.append(UserMessage(question))
-        return messages
+        return messages, [systems[1], *messages[1:]]
+
+    def _system(self, instructions: str, names: list[str], *, described: bool
+                ) -> SystemMessage:
+        """The decision call's system message: the router's instructions, the roster
+        (each worker with the start of its instructions, or, for what a replay compares,
+        its name alone) and the decision format."""
+        roster = "\n".join(
+            f"- {n}: {' '.join(a.instructions.split())[:160]}" if described else f"- {n}"
+            for n, a in self._roster.items())
+        return SystemMessage(
+            f"{instructions or _DEFAULT_INSTRUCTIONS}\n\nWorkers:\n{roster}\n\nReply "
+            f"with only a JSON object {{\"next\": one of {[*names, FINISH]}, "
+            "\"reasoning\": \"one line\"}. Choose FINISH when the last request is fully "
+            "answered.")
 
     async def _refuse_finish(self, run: _RouterRun, decision: RouteDecision, counter: int,
                              turn: int) -> bool:

@@ -43,7 +43,7 @@ from pydantic import BaseModel
 from ..agents import Agent, PendingApproval, RunContext, RunResult
 from ..agents.steps import InlineSteps, RunParked, load_run_result, unfinished_usage
 from ..errors import AccessDenied, ConfigurationError, RecursionLimitExceeded, first_error
-from ..journal import Journal, JournalDivergence, UnknownStepVersion
+from ..journal import Journal, JournalDivergence, UnknownStepVersion, request_digest
 from ..models import Message, ModelResponse, SystemMessage, Usage, UserMessage
 from ..work import MemoryStore, Status, Task, TaskStore
 from ..work.hold import Failed, Hold, await_elsewhere, store_call
@@ -386,18 +386,44 @@ class TeamRun:
         """
         ctx = self.ctx
         self.ask(worker)
+        digest = worker_digest(agent)
 
         async def execute() -> Delegation:
-            return await self._execute(worker, agent, prompt, turn=turn, index=index)
+            done = await self._execute(worker, agent, prompt, turn=turn, index=index)
+            return replace(done, worker_digest=digest)
 
         outcome = await ctx.step("delegation", execute, name=name, codec=DELEGATION_CODEC,
                                  request={"worker": worker, "prompt": prompt})
         delegation = outcome.value
         if outcome.replayed:
+            recorded = delegation.worker_digest
+            if recorded is not None and recorded != digest:
+                raise JournalDivergence(
+                    ctx.journal_run_id, delegation.delegation_id, recorded, digest,
+                    f"the instructions of worker {worker!r} changed since this delegation "
+                    "was recorded")
             ctx.add_usage(delegation.usage)
             await self._replayed(delegation)
         self.delegations.append(delegation)
         return delegation
+
+    async def route_step(self, name: str, choice: dict[str, Any]) -> None:
+        """Journal a routing decision, whoever made it (a model, a rule, a pipeline's
+        order, a parallel's roster), as a step ``.../route:<name>`` whose request is the
+        choice: a replay that chooses otherwise stops there.
+
+        Args:
+            name: the step key's last part (the decision's number, the stage...).
+            choice: the decision, as JSON (``{"next": "billing"}``).
+
+        Raises:
+            JournalDivergence: a replay chose otherwise; it names the step and both
+                choices.
+        """
+        async def chosen() -> dict[str, Any]:
+            return choice
+
+        await self.ctx.step("route", chosen, name=name, request=choice)
 
     async def _replayed(self, delegation: Delegation) -> None:
         """A delegation that came from the journal: in the events and the audit log,
@@ -758,6 +784,13 @@ def is_running_above(ctx: RunContext, agent: Agent[Any]) -> bool:
     if ctx.agent.architecture is target:
         return True
     return any(run.agent.architecture is target for run, _ in enclosing_runs(ctx))
+
+
+def worker_digest(agent: Agent[Any]) -> str:
+    """The digest of a worker's instructions, recorded with each of its delegations and
+    compared when one replays (24 hex digits): editing a worker blocks resuming only
+    the parked runs that used it, and the divergence names it."""
+    return request_digest({"instructions": agent.instructions})[:24]
 
 
 def check_roster(team: str, workers: Mapping[str, Any]) -> dict[str, Agent[Any]]:

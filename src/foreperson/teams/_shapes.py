@@ -124,6 +124,7 @@ class Pipeline(_FixedShape):
         last: Delegation | None = None
         for index, (name, agent) in enumerate(self._roster.items(), 1):
             run.count_step(f"stage {index} ({name})")
+            await run.route_step(str(index), {"next": name})
             run.count_call(name)
             delegation = await run.delegate(name, agent, work_prompt(ctx.messages),
                                             name=name, turn=0, index=index)
@@ -189,6 +190,7 @@ class Parallel(_FixedShape):
             done[index] = await run.delegate(name, self._roster[name], prompt, name=name,
                                              turn=0, index=index + 1)
 
+        await run.route_step("fan-out", {"branches": self.branches, "merge": self.merge})
         for name in self.branches:
             run.count_step(f"branch {name}")
             run.count_call(name)

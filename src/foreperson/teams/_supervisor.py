@@ -373,24 +373,28 @@ class TeamSupervisor(TeamStore):
                   "description": "the worker's name, one of the roster"}
 
         def make(name: str, function: Any, description: str, properties: dict[str, Any],
-                 args: type[BaseModel], journaled: bool) -> Tool:
+                 args: type[BaseModel], journaled: bool, replay: str | None = None) -> Tool:
             schema = {"type": "object", "properties": properties,
                       "required": list(properties), "additionalProperties": False}
             return Tool(function=function, name=name, description=description,
                         parameters=schema, args_model=args, context_parameter="ctx",
-                        is_async=True, timeout_s=math.inf, journaled=journaled)
+                        is_async=True, timeout_s=math.inf, journaled=journaled,
+                        replay_description=replay)
 
+        delegate = ("Give one worker a piece of the job. It runs to completion on your "
+                    "instructions (all it knows about the job) and its final answer comes "
+                    "back. Several delegate calls in one turn run at the same time.\n"
+                    "Workers:\n")
         tools = {
+            # a replay compares the roster's names only: each worker's instructions are
+            # compared by its own delegations, so editing one worker blocks only the
+            # parked runs that used it
             "delegate": make(
-                "delegate", self._delegate,
-                "Give one worker a piece of the job. It runs to completion on your "
-                "instructions (all it knows about the job) and its final answer comes "
-                "back. Several delegate calls in one turn run at the same time.\n"
-                f"Workers:\n{roster}",
+                "delegate", self._delegate, delegate + roster,
                 {"worker": worker,
                  "instructions": {"type": "string",
                                   "description": "everything the worker needs to do its part"}},
-                _DELEGATE_ARGS, journaled=False),
+                _DELEGATE_ARGS, journaled=False, replay=delegate + ", ".join(names)),
             "forward_message": make(
                 "forward_message", self._forward,
                 "Give the user a worker's latest output verbatim as the final answer, "
