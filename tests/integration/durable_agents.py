@@ -101,6 +101,21 @@ def parallel_team(workdir: Path, block_slow: Block = None) -> Team:
                            model=FunctionModel(lead, name="lead"), name="lead")
 
 
+def routed_team(workdir: Path, order: tuple[str, ...] = ("fast", "slow"),
+                block_slow: Block = None) -> Team:
+    """A router whose rule sends the request to the workers in ``order``, one after the
+    other, then finishes (no model: its decisions are code)."""
+
+    def rule(state: Any) -> str:
+        calls = state.specialist_calls
+        return order[calls] if calls < len(order) else "FINISH"
+
+    workers = {"fast": counting_worker("fast", workdir / "count.txt"),
+               "slow": counting_worker("slow", workdir / "count.txt", block_slow),
+               "audit": counting_worker("audit", workdir / "count.txt")}
+    return Team.router(workers=workers, decide=rule, name="desk")
+
+
 def spawn_team(block: Block = None) -> Team:
     """A lead that spawns a poet, then (after ``block``) delegates to it and answers."""
 

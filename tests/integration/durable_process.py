@@ -8,6 +8,8 @@ scenario instead parks on its approval, prints ``parked CALL_ID`` and exits):
 
 * ``parallel``: ``slow``'s last model call waits until ``fast``'s delegation is recorded,
   then prints ``ready``;
+* ``router``: a rule-routed router (fast, then slow); ``slow``'s last model call waits
+  until ``fast``'s delegation is recorded, then prints ``ready``;
 * ``spawn``: the lead's model call after ``spawn_worker`` waits until the spawn is
   recorded, then prints ``spawned``;
 * ``nested``: the desk team's model call after its analyst finished waits until that
@@ -87,6 +89,9 @@ def main() -> None:
     if scenario == "parallel":
         team = built.parallel_team(work, block_slow=announce("ready", "delegation:fast"))
         team.run_sync("do both parts", runtime=runtime, run_id=run_id, user_id=user)
+    elif scenario == "router":
+        built.routed_team(work, block_slow=announce("ready", "delegation:fast")).run_sync(
+            "do both parts", runtime=runtime, run_id=run_id, user_id=user)
     elif scenario == "spawn":
         built.spawn_team(block=announce("spawned", "spawn:poet")).run_sync(
             "write a poem", runtime=runtime, run_id=run_id, user_id=user)

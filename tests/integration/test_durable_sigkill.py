@@ -38,6 +38,7 @@ from durable_agents import (
     nested_teams,
     open_runtime,
     parallel_team,
+    routed_team,
     spawn_team,
     worker,
 )
@@ -116,6 +117,29 @@ def test_parallel_delegations_killed_mid_turn_resume_only_the_running_one(store_
         slow = next(d for d in result.delegations if d.worker == "slow")
         assert slow.task_id == held[0].id                  # the dead process's task
         assert runtime.get_run("par-1").status == "completed"
+    finally:
+        runtime.close()
+
+
+def test_a_rule_routed_team_killed_mid_run_resumes_only_on_the_same_decisions(
+        store_spec, tmp_path):
+    run_child("router", store_spec, "route-1", tmp_path, until="ready")
+    assert sorted(counted(tmp_path / "count.txt")) == ["fast", "slow"]
+    runtime = open_runtime(store_spec)
+    try:
+        changed = routed_team(tmp_path, order=("fast", "audit"))    # the rule was edited
+        with pytest.raises(JournalDivergence) as diverged:
+            changed.resume_sync("route-1", runtime=runtime)
+        assert diverged.value.key.endswith("/route:2")
+        assert 'next: recorded "slow", now "audit"' in str(diverged.value)
+        assert sorted(counted(tmp_path / "count.txt")) == ["fast", "slow"]   # nothing ran
+
+        team = routed_team(tmp_path)                                  # the rule put back
+        result = team.resume_sync("route-1", runtime=runtime)
+        assert result.completed and result.text == "slow done"
+        assert model_calls(worker(team, "fast")) == 0       # its delegation replayed
+        assert model_calls(worker(team, "slow")) == 1       # only its unfinished call
+        assert sorted(counted(tmp_path / "count.txt")) == ["fast", "slow"]   # once each
     finally:
         runtime.close()
 
