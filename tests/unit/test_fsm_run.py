@@ -12,7 +12,6 @@ from foreperson.agents import Agent
 from foreperson.errors import ConfigurationError, RunError
 from foreperson.fsm import (
     UPDATE_CONTEXT,
-    GuardError,
     Machine,
     SummonResult,
     Summons,
@@ -350,13 +349,13 @@ def test_no_transition_whose_guards_hold_ends_the_run_with_the_values():
     assert "score=3.0" in (result.detail or "")
 
 
-def test_a_guard_failing_on_the_runs_data_is_a_named_error():
-    # fine on the load-time samples, out of range on the run's value
+def test_a_guard_failing_on_the_runs_data_ends_the_run_with_a_result():
+    # fine on the load-time samples, out of range on the run's value (issue 20: a
+    # GuardError ends the run with a result, stop reason guard_error)
     text = SCORED.replace('"context.score >= 5.0"', '"[1, 2][int(context.score)] == 1"')
-    with pytest.raises(GuardError) as caught:
-        Machine.from_text(text).run_sync("x", summoner=Instant({"rater": [{"score": 4}]}))
-    assert caught.value.state == "rate"
-    assert "index out of bounds" in str(caught.value)
+    result = Machine.from_text(text).run_sync("x", summoner=Instant({"rater": [{"score": 4}]}))
+    assert result.stop_reason == "guard_error" and result.state == "rate"
+    assert "index out of bounds" in (result.detail or "")
 
 
 def test_run_arguments_are_checked_before_anything_runs():

@@ -7,6 +7,22 @@ running each expression on typed sample contexts (see :func:`sample_problems`), 
 finds the fields and enum literals an expression uses with the small tokenizer below.
 Its errors (``ValueError``, ``KeyError``, ``TypeError``, ``RuntimeError``, ...) are
 wrapped in :class:`GuardError` at run time. Never Python ``eval``.
+
+Nothing written in a machine can crash or hang the library (issue 20):
+
+* an expression longer than :data:`MAX_EXPRESSION_CHARS` or nesting brackets deeper than
+  :data:`MAX_EXPRESSION_NESTING` is refused before the library sees it (its parser
+  panics on an error past column 65,535, and its evaluator overflows the stack on a few
+  thousand chained operators); a Rust panic (``pyo3_runtime.PanicException``, which
+  derives from ``BaseException``) is caught as a backstop, and nothing else that is not
+  an ``Exception``;
+* the library has no step limit, so every evaluation is given a budget of
+  :data:`MAX_EVALUATION_STEPS` estimated steps (see :meth:`Expression.cost`): each
+  comprehension (``all``, ``exists``, ``exists_one``, ``map``, ``filter``) multiplies
+  the cost of its body by the size of the list it walks, known from a list literal or
+  from the data. An expression over budget on the load-time samples is refused at load;
+  one over budget on a run's data is a :class:`GuardError` there, raised before the
+  library runs it.
 """
 
 from __future__ import annotations
@@ -19,8 +35,12 @@ from typing import Any
 from ..errors import GuardError
 
 __all__ = [
+    "MAX_EVALUATION_STEPS",
+    "MAX_EXPRESSION_CHARS",
+    "MAX_EXPRESSION_NESTING",
     "CelSyntaxError",
     "Expression",
+    "Sample",
     "compile_expression",
     "sample_contexts",
     "sample_run",
@@ -31,6 +51,20 @@ CONTEXT = "context"
 """The one variable an expression sees: ``context.FIELD``."""
 
 _MACROS = {"all", "exists", "exists_one", "map", "filter"}
+
+MAX_EXPRESSION_CHARS = 4_000
+"""The longest CEL expression a machine may hold (a guard or a ``${ ... }`` value), in
+characters. The library's parser panics on a syntax error past column 65,535 and its
+evaluator overflows the stack on ~20,000 chained operators; seed 003's guards are under
+100 characters."""
+
+MAX_EXPRESSION_NESTING = 32
+"""How deep brackets (``(``, ``[``, ``{``) may nest in a CEL expression (the library
+refuses 96 levels with a message that does not say so)."""
+
+MAX_EVALUATION_STEPS = 1_000_000
+"""The budget of one evaluation of a CEL expression, in estimated steps (about a tenth
+of a second of the library's work): see :meth:`Expression.cost`."""
 
 _TOKEN = re.compile(r"""
     (?P<space>\s+)
@@ -141,6 +175,8 @@ class Expression:
             (``size(context)``, ``context['x']``): it is then given every field.
         comparisons: the string literals it compares fields with.
         unknown_names: variables other than ``context`` (each a mistake), with positions.
+        plan: its comprehensions, for :meth:`cost`; None when it has none (its cost is
+            then its length, always within budget).
     """
 
     source: str
@@ -150,26 +186,241 @@ class Expression:
     whole_context: bool
     comparisons: tuple[LiteralComparison, ...]
     unknown_names: tuple[tuple[str, int], ...]
+    plan: _Plan | None = None
 
-    def evaluate(self, activation: Any, *, state: str) -> Any:
+    def cost(self, context: Mapping[str, Any]) -> int:
+        """The estimated steps of one evaluation on ``context``.
+
+        Every token costs one step (a string literal one per character: a regex is
+        compiled on every call), times the size of each comprehension it sits in; a
+        context field read inside a comprehension costs the size of its value too
+        (``x in context.notes``, ``context.text.contains(x)``). A comprehension walks a
+        list literal's items, a field's value, an outer comprehension's result (as long
+        as the list that one walked), or anything else (a bound variable, a function's
+        result): then the largest list or map in the data it reads plus every list
+        literal's items, a bound on what the expression can build.
+
+        Args:
+            context: the field values (the run's context, or a sample).
+
+        Returns:
+            The estimate; past :data:`MAX_EVALUATION_STEPS` it may stop counting.
+        """
+        if self.plan is None:
+            return len(self.source)
+        return self.plan.cost(context, self.fields, self.whole_context)
+
+    def over_budget(self, context: Mapping[str, Any]) -> int | None:
+        """The estimated cost on ``context`` when it exceeds
+        :data:`MAX_EVALUATION_STEPS`, else None (always None without comprehensions)."""
+        if self.plan is None:
+            return None
+        cost = self.cost(context)
+        return cost if cost > MAX_EVALUATION_STEPS else None
+
+    def evaluate(self, activation: Any, *, state: str,
+                 context: Mapping[str, Any] | None = None) -> Any:
         """Run the expression.
 
         Args:
             activation: a ``cel.Context`` or a dict ``{"context": {...}}``.
             state: the state it belongs to, for the error.
+            context: the field values ``activation`` was made of; when given, an
+                expression whose :meth:`cost` on them exceeds
+                :data:`MAX_EVALUATION_STEPS` is not run.
 
         Returns:
             The value, as Python (bool, int, float, str, list, dict, None).
 
         Raises:
-            GuardError: CEL failed; its message is kept.
+            GuardError: CEL failed (its message is kept), or the evaluation would exceed
+                its budget.
         """
+        if context is not None and self.plan is not None:
+            cost = self.over_budget(context)
+            if cost is not None:
+                raise GuardError(
+                    f"state {state!r}: CEL `{_clip(self.source)}` would take about "
+                    f"{cost:,} steps on this run's data, more than the budget of "
+                    f"{MAX_EVALUATION_STEPS:,} (MAX_EVALUATION_STEPS): its comprehensions "
+                    "walk lists that grew too long; walk fewer lists, or nest less",
+                    expression=self.source, state=state)
         try:
             return self.program.execute(activation)
-        except Exception as exc:  # noqa: BLE001 - the library raises several kinds
+        except BaseException as exc:
+            if not isinstance(exc, Exception) and not is_panic(exc):
+                raise
             raise GuardError(
-                f"state {state!r}: CEL `{self.source}` failed: {type(exc).__name__}: {exc}",
-                expression=self.source, state=state) from exc
+                f"state {state!r}: CEL `{_clip(self.source)}` failed: "
+                f"{type(exc).__name__}: {exc}", expression=self.source, state=state) from exc
+
+
+def is_panic(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Rust panic surfaced by PyO3 (``pyo3_runtime.PanicException``,
+    a ``BaseException``; the class is not importable, so it is known by name)."""
+    kind = type(exc)
+    return kind.__name__ == "PanicException" and kind.__module__ == "pyo3_runtime"
+
+
+def _clip(source: str, limit: int = 200) -> str:
+    return source if len(source) <= limit else source[:limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class _Loop:
+    """One comprehension of an expression, for :meth:`Expression.cost`.
+
+    Attributes:
+        kind: what it walks: ``"items"`` (a literal of ``size`` items), ``"field"``
+            (``context.NAME``), ``"loop"`` (the result of comprehension ``index``) or
+            ``"unknown"``.
+        size: the literal's items (``"items"``).
+        name: the field (``"field"``).
+        index: the comprehension (``"loop"``).
+        parent: the comprehension it sits in, or None.
+        tokens: the tokens directly in its body.
+        reads: the context fields read directly in its body.
+    """
+
+    kind: str
+    size: int = 0
+    name: str = ""
+    index: int = 0
+    parent: int | None = None
+    tokens: int = 0
+    reads: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The comprehensions of an expression (see :meth:`Expression.cost`).
+
+    Attributes:
+        top: the tokens outside every comprehension.
+        loops: the comprehensions, outer ones before the ones they hold.
+        literal_items: the items of every list and map literal.
+    """
+
+    top: int
+    loops: tuple[_Loop, ...]
+    literal_items: int
+
+    def cost(self, context: Mapping[str, Any], fields: tuple[str, ...],
+             whole: bool) -> int:
+        """See :meth:`Expression.cost`."""
+        unknown: list[int] = []
+
+        def walked(loop: _Loop) -> int:
+            if loop.kind == "items":
+                return loop.size
+            if loop.kind == "field":
+                return _size(context.get(loop.name))
+            if loop.kind == "loop":
+                return sizes[loop.index]
+            if not unknown:
+                read = context.values() if whole else (context.get(f) for f in fields)
+                unknown.append(self.literal_items + max(map(_largest, read), default=0))
+            return unknown[0]
+
+        sizes: list[int] = []
+        times: list[int] = []
+        total = self.top
+        for loop in self.loops:
+            size = max(walked(loop), 1)
+            sizes.append(size)
+            factor = size * (1 if loop.parent is None else times[loop.parent])
+            times.append(factor)
+            total += factor * (loop.tokens + sum(_size(context.get(f)) for f in loop.reads))
+            if total > MAX_EVALUATION_STEPS:
+                return total
+        return total
+
+
+def _size(value: Any) -> int:
+    return len(value) if isinstance(value, list | dict | str) else 0
+
+
+def _largest(value: Any) -> int:
+    """The size of the largest list or map in ``value`` (without recursion)."""
+    best = 0
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            best = max(best, len(item))
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            best = max(best, len(item))
+            todo.extend(item)
+    return best
+
+
+def _plan(tokens: list[Token]) -> _Plan | None:  # noqa: C901 - one branch per kind of bracket and receiver
+    """The comprehensions of a parsed expression (its brackets balance), or None."""
+    scopes: list[dict[str, Any]] = [{"tokens": 0, "reads": []}]
+    loops: list[_Loop] = []
+    stack: list[list[Any]] = []         # [bracket, loop index or None, literal?, commas, items]
+    closed: dict[int, tuple[str, int]] = {}     # closer's token index -> what it closed
+    literal_items = 0
+    for i, token in enumerate(tokens):
+        current = next((entry[1] for entry in reversed(stack) if entry[1] is not None), None)
+        scope = scopes[0 if current is None else current + 1]
+        scope["tokens"] += len(token.text) if token.kind == "string" else 1
+        name = _context_name(tokens, i)
+        if name is not None:
+            scope["reads"].append(name)
+        if stack and token.text not in (")", "]", "}"):
+            stack[-1][4] = 1
+        if token.text == "," and stack:
+            stack[-1][3] += 1
+        elif token.text in ("(", "[", "{"):
+            before = tokens[i - 1] if i else None
+            literal = token.text != "(" and (before is None or (
+                before.kind == "op" and before.text not in (")", "]", "}", ".")))
+            loop = None
+            if (token.text == "(" and i >= 3 and tokens[i - 2].text == "."
+                    and tokens[i - 1].kind == "ident" and tokens[i - 1].text in _MACROS):
+                loop = len(loops)
+                loops.append(_receiver(tokens, i - 3, closed, current))
+                scopes.append({"tokens": 0, "reads": []})
+            stack.append([token.text, loop, literal, 0, 0])
+        elif token.text in (")", "]", "}") and stack:
+            _, loop, literal, commas, items = stack.pop()
+            if loop is not None:
+                closed[i] = ("loop", loop)
+            elif literal:
+                count = commas + 1 if items else 0
+                literal_items += count
+                closed[i] = ("items", count)
+    if not loops:
+        return None
+    done = tuple(_Loop(lp.kind, lp.size, lp.name, lp.index, lp.parent,
+                       scopes[k + 1]["tokens"], tuple(scopes[k + 1]["reads"]))
+                 for k, lp in enumerate(loops))
+    return _Plan(scopes[0]["tokens"], done, literal_items)
+
+
+def _receiver(tokens: list[Token], end: int, closed: dict[int, tuple[str, int]],
+              parent: int | None) -> _Loop:
+    """What the comprehension whose receiver ends at token ``end`` walks."""
+    token = tokens[end]
+    found = closed.get(end)
+    if found is not None and found[0] == "items":
+        return _Loop("items", size=found[1], parent=parent)
+    if found is not None:
+        return _Loop("loop", index=found[1], parent=parent)
+    if token.kind == "ident" and end >= 2 and _context_name(tokens, end - 2) == token.text:
+        return _Loop("field", name=token.text, parent=parent)
+    return _Loop("unknown", parent=parent)
+
+
+def _context_name(tokens: list[Token], i: int) -> str | None:
+    """``NAME`` when tokens i..i+2 are ``context . NAME`` (``context`` not itself a
+    member of something)."""
+    if (i + 2 < len(tokens) and tokens[i].text == CONTEXT and tokens[i + 1].text == "."
+            and tokens[i + 2].kind == "ident" and (i == 0 or tokens[i - 1].text != ".")):
+        return tokens[i + 2].text
+    return None
 
 
 class CelSyntaxError(Exception):
@@ -183,7 +434,7 @@ class CelSyntaxError(Exception):
 _PARSE_AT = re.compile(r"<input>:(\d+):(\d+):\s*(.*)")
 
 
-def compile_expression(source: str) -> Expression:  # noqa: C901 - one branch per way a CEL expression is refused, each with a message
+def compile_expression(source: str) -> Expression:
     """Compile a CEL expression and analyse it.
 
     Args:
@@ -193,9 +444,17 @@ def compile_expression(source: str) -> Expression:  # noqa: C901 - one branch pe
         The compiled expression.
 
     Raises:
-        CelSyntaxError: it does not parse (the message is the parser's, shortened).
+        CelSyntaxError: it does not parse (the message is the parser's, shortened), is
+            longer than :data:`MAX_EXPRESSION_CHARS`, nests brackets deeper than
+            :data:`MAX_EXPRESSION_NESTING`, or made the library panic.
         MissingDependency: ``common-expression-language`` is not installed.
     """
+    tokens, program = _parse(source)
+    return _analyse(source, tokens, program)
+
+
+def _parse(source: str) -> tuple[list[Token], Any]:
+    """The tokens and the compiled program of ``source``, within the bounds."""
     try:
         import cel
     except ImportError as exc:  # pragma: no cover - the fsm extra
@@ -204,21 +463,41 @@ def compile_expression(source: str) -> Expression:  # noqa: C901 - one branch pe
                                 "pip install 'foreperson[fsm]'") from exc
     if not source.strip():
         raise CelSyntaxError("the expression is empty", 0)
-    try:
-        program = cel.compile(source)
-    except Exception as exc:  # noqa: BLE001 - ValueError, in practice
-        text = str(exc)
-        found = _PARSE_AT.search(text)
-        if found:
-            line, column, what = int(found.group(1)), int(found.group(2)), found.group(3)
-            what = what.split("\n")[0].removeprefix("Syntax error: ")
-            if " expecting {" in what:
-                what = what[:what.index(" expecting {")] + " (CEL expected something else here)"
-            lines = source.split("\n")
-            offset = sum(len(x) + 1 for x in lines[:line - 1]) + column - 1
-            raise CelSyntaxError(what, offset) from None
-        raise CelSyntaxError(text.split("\n")[0], None) from None
+    if len(source) > MAX_EXPRESSION_CHARS:
+        raise CelSyntaxError(
+            f"the expression is {len(source):,} characters long, more than "
+            f"{MAX_EXPRESSION_CHARS:,} (MAX_EXPRESSION_CHARS): split the decision into "
+            "several guards or fields", None)
     tokens = tokenize(source)
+    _check_nesting(tokens)
+    try:
+        return tokens, cel.compile(source)
+    except BaseException as exc:
+        if not isinstance(exc, Exception) and not is_panic(exc):
+            raise                                   # KeyboardInterrupt, SystemExit
+        raise _syntax_error(exc, source) from None
+
+
+def _syntax_error(exc: BaseException, source: str) -> CelSyntaxError:
+    """The library's refusal of ``source`` (a ``ValueError``, or a panic) as ours."""
+    if is_panic(exc):
+        return CelSyntaxError(f"the CEL library failed on this expression ({exc}); write "
+                              "it shorter or simpler", None)
+    text = str(exc)
+    found = _PARSE_AT.search(text)
+    if not found:
+        return CelSyntaxError(text.split("\n")[0], None)
+    line, column, what = int(found.group(1)), int(found.group(2)), found.group(3)
+    what = what.split("\n")[0].removeprefix("Syntax error: ")
+    if " expecting {" in what:
+        what = what[:what.index(" expecting {")] + " (CEL expected something else here)"
+    lines = source.split("\n")
+    offset = sum(len(x) + 1 for x in lines[:line - 1]) + column - 1
+    return CelSyntaxError(what, offset)
+
+
+def _analyse(source: str, tokens: list[Token], program: Any) -> Expression:
+    """The fields, comparisons, unknown names and comprehensions of a parsed expression."""
     uses: list[FieldUse] = []
     whole = False
     bound: set[str] = set()
@@ -247,7 +526,26 @@ def compile_expression(source: str) -> Expression:  # noqa: C901 - one branch pe
     comparisons = _comparisons(tokens)
     fields = tuple(dict.fromkeys(u.name for u in uses))
     return Expression(source, program, fields, tuple(uses), whole, tuple(comparisons),
-                      tuple(unknown))
+                      tuple(unknown), _plan(tokens))
+
+
+def _check_nesting(tokens: list[Token]) -> None:
+    """Refuse brackets nested deeper than :data:`MAX_EXPRESSION_NESTING`.
+
+    Raises:
+        CelSyntaxError: at the first bracket too deep.
+    """
+    depth = 0
+    for token in tokens:
+        if token.text in ("(", "[", "{"):
+            depth += 1
+            if depth > MAX_EXPRESSION_NESTING:
+                raise CelSyntaxError(
+                    f"brackets nest more than {MAX_EXPRESSION_NESTING} levels deep here "
+                    f"(MAX_EXPRESSION_NESTING): name the parts with fields, or write it "
+                    "flatter", token.offset)
+        elif token.text in (")", "]", "}"):
+            depth = max(depth - 1, 0)
 
 
 def _field_at(tokens: list[Token], i: int) -> str | None:
@@ -305,28 +603,42 @@ def type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def sample_contexts(samples: list[dict[str, Any]]) -> list[Any]:
-    """The CEL activations of typed sample contexts, built once for every expression
-    of a machine (see :func:`sample_run`).
+@dataclass(frozen=True)
+class Sample:
+    """A typed sample context, for checking expressions at load.
+
+    Attributes:
+        data: a value of the right type for every field.
+        activation: the ``cel.Context`` of ``data``.
+    """
+
+    data: dict[str, Any]
+    activation: Any
+
+
+def sample_contexts(samples: list[dict[str, Any]]) -> list[Sample]:
+    """The samples of typed contexts, built once for every expression of a machine (see
+    :func:`sample_run`).
 
     Args:
         samples: contexts holding a value of the right type for every field.
 
     Returns:
-        One ``cel.Context`` per sample.
+        One :class:`Sample` per context.
     """
     import cel
 
-    return [cel.Context(variables={CONTEXT: sample}) for sample in samples]
+    return [Sample(data, cel.Context(variables={CONTEXT: data})) for data in samples]
 
 
-def sample_run(expression: Expression, samples: list[Any]) -> tuple[list[Any], str | None]:
+def sample_run(expression: Expression, samples: list[Sample]) -> tuple[list[Any], str | None]:
     """Run ``expression`` on typed sample contexts, to find type errors at load.
 
     A ``TypeError`` (no such overload), or a function CEL does not know for the given
     argument types, is a mistake in the expression whatever the data; other failures
     (an index out of range on a sample list, a missing map key) depend on the data and
-    are left for run time.
+    are left for run time. An expression whose :meth:`Expression.cost` on a sample is
+    over :data:`MAX_EVALUATION_STEPS` is not run: that is the error.
 
     Args:
         expression: the compiled expression.
@@ -335,22 +647,35 @@ def sample_run(expression: Expression, samples: list[Any]) -> tuple[list[Any], s
 
     Returns:
         ``(values, error)``: the values it gave on the samples where it ran, and the
-        text of the first type error, or None.
+        message of the first problem (``CEL type error: ...``, or the budget exceeded),
+        or None.
     """
     values: list[Any] = []
     for sample in samples:
+        cost = expression.over_budget(sample.data)
+        if cost is not None:
+            return values, (
+                f"CEL: this expression would take at least {cost:,} steps on a sample "
+                f"context, more than the budget of {MAX_EVALUATION_STEPS:,} for one evaluation "
+                "(MAX_EVALUATION_STEPS): each comprehension (all, exists, map, filter) "
+                "multiplies the steps of its body by the items it walks; walk fewer or "
+                "shorter lists, or nest fewer comprehensions")
         try:
-            values.append(expression.program.execute(sample))
+            values.append(expression.program.execute(sample.activation))
         except TypeError as exc:
-            return values, _short(str(exc))
+            return values, "CEL type error: " + _short(str(exc))
         except RuntimeError as exc:
             text = str(exc)
             if "Undefined variable or function" in text:
-                return values, (_short(text) + " (or it was given arguments of the wrong "
-                                "type; string methods: size, contains, startsWith, endsWith, "
-                                "matches)")
+                return values, ("CEL type error: " + _short(text) + " (or it was given "
+                                "arguments of the wrong type; string methods: size, "
+                                "contains, startsWith, endsWith, matches)")
         except Exception:  # noqa: BLE001,S112 - data-dependent; checked at run time
             continue
+        except BaseException as exc:
+            if not is_panic(exc):
+                raise
+            return values, f"CEL: the library failed on it ({exc}); write it more simply"
     return values, None
 
 

@@ -25,12 +25,14 @@ from ._cel import (
     CelSyntaxError,
     Expression,
     LiteralComparison,
+    Sample,
     compile_expression,
     sample_contexts,
     sample_run,
     type_name,
 )
 from ._fields import FieldSpec, Template
+from ._lint import part_problems
 from ._spec import (
     Action,
     AgentSpec,
@@ -125,7 +127,7 @@ class _Checker:
         self.agent_names: dict[str, None] = {}
         self.state_names: list[str] = []
         self.states: dict[str, StateSpec] = {}
-        self._sample_cache: list[Any] | None = None
+        self._sample_cache: list[Sample] | None = None
 
     # helpers
     def problem(self, path: Path, message: str, *, key: bool = False,
@@ -450,7 +452,7 @@ class _Checker:
             out.append(Requirement(req.name, agent, named=True))
         return out
 
-    def _samples(self) -> list[Any]:
+    def _samples(self) -> list[Sample]:
         if self._sample_cache is None:
             self._sample_cache = sample_contexts(
                 [{n: f.sample(v) for n, f in self.fields.items()} for v in (0, 1)])
@@ -508,7 +510,9 @@ class _Checker:
             return expression
         values, error = sample_run(expression, self._samples())
         if error is not None:
-            self.problem(path, f"CEL type error: {error}")
+            self.problem(path, error)
+            return None
+        if not self._parts_ok(expression, path, 0):
             return None
         wrong = next((v for v in values if not isinstance(v, bool)), None)
         if values and wrong is not None:
@@ -516,6 +520,14 @@ class _Checker:
                                f"{type_name(wrong)}: compare it, e.g. context.FIELD == 'x'")
             return None
         return expression
+
+    def _parts_ok(self, expression: Expression, path: Path, offset: int) -> bool:
+        """Check the parts of an expression that ran whole on the samples (see
+        :mod:`foreperson.fsm._lint`); False when one is wrong (problems recorded)."""
+        found = part_problems(expression.source, self._samples(), self.fields)
+        for message, at in found:
+            self.problem(path, message, offset=at + offset)
+        return not found
 
     def _actions(self, raw: list[Any], path: Path, state: str) -> list[Action]:
         out: list[Action] = []
@@ -577,7 +589,9 @@ class _Checker:
         if all(f in self.fields for f in expression.fields):
             values, error = sample_run(expression, self._samples())
             if error is not None:
-                self.problem(path, f"CEL type error: {error}")
+                self.problem(path, error)
+                return None
+            if not self._parts_ok(expression, path, offset):
                 return None
             target = spec.of if kind == "append" else spec.type
             for produced in values:
@@ -670,10 +684,13 @@ def load_spec(text: str, source: str = "<string>") -> MachineSpec:
     located, problems = load_yaml(text, source)
     if located is None:
         raise MachineSpecError(problems)
-    checker = _Checker(located, problems)
+    read = {(p.line, p.column) for p in problems}   # a value YAML could not give
+    checker = _Checker(located, list(problems))
     spec = checker.run()
     if checker.problems or spec is None:
-        ordered = sorted(checker.problems,
+        found = problems + [p for p in checker.problems[len(problems):]
+                            if (p.line, p.column) not in read]     # not its consequences
+        ordered = sorted(found,
                          key=lambda p: (p.line is None, p.line or 0, p.column or 0))
         raise MachineSpecError(ordered or [SpecProblem(source, None, None, "invalid machine")])
     return spec

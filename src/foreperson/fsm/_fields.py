@@ -304,7 +304,6 @@ def _capped(value: Any, cap: int) -> str:
     return _cap(render_value(value), cap)
 
 
-_TEMPLATE = re.compile(r"\{\{(.*?)\}\}", re.S)
 _TEMPLATE_FIELD = re.compile(r"\s*context\.([A-Za-z_][A-Za-z0-9_]*)\s*")
 
 
@@ -320,26 +319,37 @@ class Template:
 
     @classmethod
     def parse(cls, text: str) -> tuple[Template, list[tuple[str, int]]]:
-        """Split ``text`` into literals and ``{{ context.FIELD }}`` places.
+        """Split ``text`` into literals and ``{{ context.FIELD }}`` places, in one pass
+        (linear in the text: each ``{{`` is paired with the first ``}}`` after it, and
+        the search goes on after that ``}}``).
 
         Returns:
             ``(template, mistakes)``: each mistake is ``(what is wrong, offset)`` for a
-            ``{{ ... }}`` that is not ``{{ context.FIELD }}``.
+            ``{{ ... }}`` that is not ``{{ context.FIELD }}``, and for a ``{{`` that is
+            never closed (the rest of the text is then kept as written).
         """
         parts: list[str | tuple[str, str]] = []
         mistakes: list[tuple[str, int]] = []
         position = 0
-        for match in _TEMPLATE.finditer(text):
-            if match.start() > position:
-                parts.append(text[position:match.start()])
-            inner = _TEMPLATE_FIELD.fullmatch(match.group(1))
+        while (start := text.find("{{", position)) >= 0:
+            end = text.find("}}", start + 2)
+            if end < 0:
+                shown = text[start:start + 30] + ("…" if len(text) > start + 30 else "")
+                mistakes.append((f"template {shown!r} is never closed: a description shows "
+                                 "a field as {{ context.FIELD }}; add the `}}`, or write "
+                                 "the braces some other way", start))
+                break
+            if start > position:
+                parts.append(text[position:start])
+            inner = _TEMPLATE_FIELD.fullmatch(text, start + 2, end)
+            whole = text[start:end + 2]
             if inner is None:
-                mistakes.append((f"template {match.group()!r}: a description can show a "
-                                 "field as {{ context.FIELD }}, nothing else", match.start()))
-                parts.append(match.group())
+                mistakes.append((f"template {whole!r}: a description can show a field as "
+                                 "{{ context.FIELD }}, nothing else", start))
+                parts.append(whole)
             else:
                 parts.append(("field", inner.group(1)))
-            position = match.end()
+            position = end + 2
         if position < len(text):
             parts.append(text[position:])
         return cls(tuple(parts)), mistakes

@@ -15,6 +15,16 @@ The run follows seed 003:
   agent again;
 * the policy caps (``maxIterations``, ``maxExchangesPerStage``,
   ``maxExchangesPerAgentPerStage``) end the run with a result and its ``stop_reason``;
+  one exchange is one model call of a summoned agent (at least one a summons): each
+  summons carries what is left of both caps as its turn budget
+  (``Summons.max_model_calls``) and is charged the model calls it made, journaled ones
+  included on a resume;
+* a guard or action that fails on the run's data, or would exceed its evaluation budget
+  (:data:`~foreperson.fsm._cel.MAX_EVALUATION_STEPS`), ends the run with stop reason
+  ``guard_error`` and the error as its detail (issue 20); with a store the run is not
+  ended in the journal (a ``guard_error/<epoch>`` step notes the stop), so once the
+  machine file is fixed :meth:`~foreperson.fsm.Machine.resume` continues it with the
+  fixed file, replaying what the agents answered;
 * with a store (any :class:`~foreperson.journal.Journal`), every summons' result is
   journaled before the next summons is sent (and before the run returns or raises), and
   a checkpoint is written every ``checkpointEvery`` transitions, so
@@ -55,6 +65,8 @@ _KIND_START = "fsm.start"
 _KIND_SUMMONS = "fsm.summons"
 _KIND_CHECKPOINT = "fsm.checkpoint"
 _KIND_END = "fsm.end"
+_KIND_GUARD_ERROR = "fsm.guard_error"
+_KIND_RESPEC = "fsm.respec"
 
 
 _finite_views = threading.local()
@@ -117,6 +129,7 @@ class _Run:
         self.on_end: Callable[[MachineResult], None] | None = None
         self.run_id = run_id
         self.request = request
+        self.epoch = 0          # times the run was resumed with a fixed machine file
         self.context: dict[str, Any] = {}
         self.state: StateSpec = next(iter(self.spec.states.values()))
         self.iterations = 0
@@ -131,7 +144,8 @@ class _Run:
         # the current visit
         self._writes: list[Write] = []
         self._summoned: list[str] = []
-        self._exchanges: dict[str, int] = {}
+        self._exchanges: dict[str, int] = {}     # model calls per agent in this visit
+        self._asked: dict[str, int] = {}         # summons per agent in this visit (keys)
         self._entered_at = 0.0
         self._entered_wall = 0.0
         self._replayed = False
@@ -142,6 +156,7 @@ class _Run:
         self._writes = []
         self._summoned = []
         self._exchanges = {}
+        self._asked = {}
         self._entered_at = time.perf_counter()
         self._entered_wall = self.clock.now()
         self._replayed = False
@@ -218,6 +233,8 @@ class _Run:
                         request_digest([self.state.name, self.iterations]), self.snapshot()))
         except _Stop as stop:
             return await self._finish(stop.reason, stop.detail)
+        except GuardError as error:
+            return await self._halt(error)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._flush()      # what is known stays known: nobody is asked again
@@ -230,6 +247,26 @@ class _Run:
         if self.store is not None:
             self._pending.append(Step(self.run_id, "end", _KIND_END, request_digest(reason),
                                       result.to_json()))
+            await self._flush(then=None if self.on_end is None else partial(self.on_end,
+                                                                            result))
+        return result
+
+    async def _halt(self, error: GuardError) -> MachineResult:
+        """End the run on a failed guard or action: a result with stop reason
+        ``guard_error``; with a store, the run stays resumable (no end step) and a
+        ``guard_error/<epoch>`` step lets a resume use a fixed machine file."""
+        detail = str(error)
+        if self.store is not None:
+            detail += (f"; fix the machine file, then resume the run (machine.resume("
+                       f"{self.run_id!r}, store=...)): what the agents wrote is kept")
+        result = MachineResult(self.run_id, self.spec.name, self.request, _own(self.context),
+                               self.state.name, "guard_error", detail, tuple(self.trace),
+                               self.usage)
+        if self.store is not None:
+            self._pending.append(Step(
+                self.run_id, f"guard_error/{self.epoch}", _KIND_GUARD_ERROR,
+                request_digest([self.spec.digest, self.state.name]),
+                {"digest": self.spec.digest, "state": self.state.name, "detail": detail}))
             await self._flush(then=None if self.on_end is None else partial(self.on_end,
                                                                             result))
         return result
@@ -289,11 +326,18 @@ class _Run:
                             f"({policy.max_exchanges_per_agent_per_stage}) reached for "
                             f"{agent!r} in state {state.name!r}, still missing "
                             f"{', '.join(r.field for r in missing if r.agent == agent)}")
-            self._exchanges[agent] = count + 1
-            await self._summon(agent, count + 1,
-                               tuple(r.field for r in missing if r.agent == agent))
+            # one exchange is one model call: the summons may spend what is left of both
+            # caps, and is charged what it spent (at least one)
+            budget = min(policy.max_exchanges_per_agent_per_stage - count,
+                         policy.max_exchanges_per_stage - total)
+            asked = self._asked[agent] = self._asked.get(agent, 0) + 1
+            spent = await self._summon(agent, asked,
+                                       tuple(r.field for r in missing if r.agent == agent),
+                                       budget)
+            self._exchanges[agent] = count + max(1, spent)
 
-    async def _summon(self, agent: str, exchange: int, missing: tuple[str, ...]) -> None:
+    async def _summon(self, agent: str, exchange: int, missing: tuple[str, ...],
+                      budget: int) -> int:
         state = self.state
         fields = self.spec.fields
         known = self._writable.get((state.name, agent))
@@ -308,7 +352,7 @@ class _Run:
             machine=self.spec.name, state=state.name, agent=agent,
             objective=state.template.render(self.context),
             context=context_block(fields, self.context), request=self.request,
-            writable=writable, missing=missing, exchange=exchange)
+            writable=writable, missing=missing, exchange=exchange, max_model_calls=budget)
         self._summoned.append(agent)
         result = await self._result_of(summons)
         for name, value in result.writes:
@@ -321,11 +365,12 @@ class _Run:
         used = result.usage
         if used.model_calls or used.tool_calls or used.input_tokens or used.output_tokens:
             self.usage = self.usage + used
+        return used.model_calls
 
     async def _result_of(self, summons: Summons) -> SummonResult:
         if self.store is None:
             return await self.summoner.summon(summons)
-        digest = request_digest(summons.to_json())
+        digest = request_digest(summons.digest_json())
         recorded = self.recorded.get(summons.key)
         if recorded is not None:
             if recorded.digest != digest:
@@ -355,7 +400,8 @@ class _Run:
             if not edge.guards:
                 return edge
             activation = self.activation()
-            if all(g.evaluate(activation, state=state.name) is True for g in edge.guards):
+            if all(g.evaluate(activation, state=state.name, context=self.context) is True
+                   for g in edge.guards):
                 return edge
         shown = ", ".join(f"{f}={self.context[f]!r}"
                           for f in sorted(state.reads or self.spec.fields))
@@ -381,7 +427,8 @@ class _Run:
         spec = self.spec.fields[action.field]
         value = action.value
         if action.expression is not None:
-            value = action.expression.evaluate(self.activation(), state=self.state.name)
+            value = action.expression.evaluate(self.activation(), state=self.state.name,
+                                               context=self.context)
             try:
                 value = (spec.coerce_items(value)[0] if action.kind == "append"
                          else spec.coerce(value, clear=True))

@@ -31,6 +31,7 @@ from ..work.supervisor import Supervisor
 from ._check import load_spec
 from ._interpreter import (
     _KIND_CHECKPOINT,
+    _KIND_RESPEC,
     _KIND_START,
     _KIND_SUMMONS,
     CHECKPOINT_FORMAT,
@@ -164,13 +165,14 @@ class Machine:
 
         Returns:
             The result: final context, ``stop_reason``, trace. A cap ends the run with a
-            result, never an exception.
+            result, never an exception; so does a CEL guard or action failing on the
+            run's data (or over its evaluation budget): ``stop_reason ==
+            "guard_error"``, the error in ``detail``.
 
         Raises:
             ConfigurationError: neither or both of ``agents`` / ``summoner``, an agent
                 missing, an unknown or ill-typed initial context value, or a run id
                 already used in ``store``.
-            GuardError: a CEL expression failed on the run's data.
             RunError: a summoner returned a write its agent may not make, or another
                 process driving the same run recorded a different summons result first.
             Exception: what the summoner raised (a model error); with a store, the run
@@ -253,6 +255,12 @@ class Machine:
         journaled after it replayed from its recorded result (no agent is asked twice),
         then on with live summons. A finished run gives its recorded result.
 
+        A run that stopped on a guard error (``stop_reason == "guard_error"``) may be
+        resumed with a fixed machine file (another spec digest): the run goes on from its
+        latest checkpoint with the new file, the journaled summons replayed (a summons the
+        fix changed is a :class:`~foreperson.journal.JournalDivergence`), and the new
+        digest is journaled, so later resumes need the fixed file.
+
         Args:
             run_id: the run.
             store: the journal the run was started with.
@@ -263,8 +271,10 @@ class Machine:
             The result, as :meth:`run`.
 
         Raises:
-            ConfigurationError: no such run in ``store``, or it was started with another
-                version of the machine (its spec digest differs).
+            ConfigurationError: no such run in ``store``; or it was started with another
+                version of the machine (its spec digest differs) and did not stop on a
+                guard error; or the fixed file lacks the state or a field the run's
+                checkpoint holds.
             JournalDivergence: a journaled summons does not match what the run asks now.
             UnknownStepVersion: the journal was written by a newer foreperson.
             As :meth:`run`.
@@ -274,33 +284,67 @@ class Machine:
         start = by_key.get("start")
         if start is None or start.kind != _KIND_START:
             raise ConfigurationError(f"no run {run_id} of a state machine in this store")
-        if start.result.get("digest") != self.spec.digest:
+        epoch = sum(1 for s in steps if s.kind == _KIND_RESPEC)
+        digest = (by_key[f"respec/{epoch}"].result["digest"] if epoch
+                  else start.result.get("digest"))
+        fixed = digest != self.spec.digest
+        if fixed and f"guard_error/{epoch}" not in by_key:
             raise ConfigurationError(
                 f"run {run_id} was started by another version of machine "
                 f"{start.result.get('machine')!r} (spec digest "
-                f"{str(start.result.get('digest'))[:12]}, this file {self.spec.digest[:12]}): "
+                f"{str(digest)[:12]}, this file {self.spec.digest[:12]}): "
                 "resume it with the same file, or start a new run")
+        if fixed:
+            self._fits(run_id, by_key[f"guard_error/{epoch}"].result["state"], {})
         end = by_key.get("end")
         if end is not None:
             return MachineResult.from_json(end.result)
         owner = RunOwner(store, run_id, self.spec.name)
         await _call(owner.take, start.result["request"])     # RunBusy: another drives it
         async with owner.holding(), self._summons(agents, summoner, store, run_id) as live:
-            return await self._continue(live, owner, store, run_id, start, steps)
+            return await self._continue(live, owner, store, run_id, start, steps,
+                                        epoch + 1 if fixed else epoch)
 
     async def _continue(self, summoner: Summoner, owner: RunOwner, store: Journal,
-                        run_id: str, start: Step, steps: list[Step]) -> MachineResult:
+                        run_id: str, start: Step, steps: list[Step],
+                        epoch: int) -> MachineResult:
         run = _Run(self.spec, self._finite, self.clock, summoner, store, run_id,
                    start.result["request"])
+        run.epoch = epoch
         run.recorded = {s.key: s for s in steps if s.kind == _KIND_SUMMONS}
         checkpoints = [s.result for s in steps if s.kind == _KIND_CHECKPOINT]
         if checkpoints:
+            self._fits(run_id, checkpoints[-1]["state"], checkpoints[-1]["context"])
             run.restore(checkpoints)
         else:
+            self._fits(run_id, self.spec.initial_state, start.result["context"])
             run.context = _own(start.result["context"])
             run.enter(self.spec.initial_state)
+        for name, spec in self.spec.fields.items():     # a field the fixed file added
+            run.context.setdefault(name, spec.empty())
+        key = f"respec/{epoch}"
+        if epoch and key not in {s.key for s in steps}:
+            await _call(store.put_step, Step(run_id, key, _KIND_RESPEC,
+                                             request_digest(self.spec.digest),
+                                             {"digest": self.spec.digest}))
         run.on_end = owner.record_end
         return await run.go()
+
+    def _fits(self, run_id: str, state: str, context: Mapping[str, Any]) -> None:
+        """Refuse to continue a run whose checkpoint this file cannot hold (a machine file
+        fixed after a guard error that renamed a state or a field).
+
+        Raises:
+            ConfigurationError: the state or a field of the checkpoint is not in the spec.
+        """
+        if state not in self.spec.states:
+            raise ConfigurationError(f"run {run_id} is parked in state {state!r}, which this "
+                                     "machine file does not have: keep the state to resume")
+        extra = sorted(set(context) - set(self.spec.fields))
+        if extra:
+            raise ConfigurationError(f"run {run_id} holds context field(s) "
+                                     f"{', '.join(extra)}, which this machine file does not "
+                                     "declare: keep them to resume")
 
     def resume_sync(self, run_id: str, **options: Any) -> MachineResult:
         """:meth:`resume` for code without an event loop.

@@ -23,21 +23,26 @@ __all__ = ["MACHINE_STOP_REASONS", "MachineResult", "StopReason", "Transition", 
 for _name, _meaning in (
         ("max_iterations", "a state machine took maxIterations transitions (seed 003)"),
         ("max_exchanges_per_stage", "a state machine's stage used maxExchangesPerStage "
-                                    "summons (seed 003)"),
-        ("max_exchanges_per_agent_per_stage", "a state machine asked one agent "
-                                              "maxExchangesPerAgentPerStage times in one "
-                                              "stage (seed 003)"),
+                                    "exchanges (model calls, seed 003)"),
+        ("max_exchanges_per_agent_per_stage", "one agent of a state machine used "
+                                              "maxExchangesPerAgentPerStage exchanges "
+                                              "(model calls) in one stage (seed 003)"),
         ("no_transition", "a state machine had every requirement met but no transition's "
-                          "guards held")):
+                          "guards held"),
+        ("guard_error", "a state machine's CEL guard or action failed on the run's data, or "
+                        "would have exceeded its evaluation budget")):
     STOP_REASONS.register(_name, _meaning)
 
 MACHINE_STOP_REASONS = ("completed", "max_iterations", "max_exchanges_per_stage",
-                        "max_exchanges_per_agent_per_stage", "no_transition")
+                        "max_exchanges_per_agent_per_stage", "no_transition", "guard_error")
 """The stop reasons a state-machine run ends with (:data:`StopReason` values, in
 :data:`~foreperson.agents.STOP_REASONS`): ``"completed"`` (a terminal state was
 reached), a policy cap (seed 003's ``maxIterations``, ``maxExchangesPerStage``,
-``maxExchangesPerAgentPerStage``), or ``"no_transition"`` (every requirement was met but
-no transition's guards held)."""
+``maxExchangesPerAgentPerStage``), ``"no_transition"`` (every requirement was met but
+no transition's guards held), or ``"guard_error"`` (a CEL guard or action failed on the
+run's data, or would have exceeded :data:`~foreperson.fsm._cel.MAX_EVALUATION_STEPS`;
+the detail is the :class:`~foreperson.errors.GuardError`'s message, and a journaled run
+can be resumed once the machine file is fixed)."""
 
 
 @dataclass(frozen=True, slots=True)

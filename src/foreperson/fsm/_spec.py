@@ -179,9 +179,13 @@ class Policy:
 
     Attributes:
         max_iterations: transitions a run may take (default 50).
-        max_exchanges_per_stage: summons within one visit of a state (default 30).
-        max_exchanges_per_agent_per_stage: summons of one agent within one visit of a
-            state (default 15).
+        max_exchanges_per_stage: exchanges within one visit of a state, every agent's
+            together (default 30). One exchange is one model call of a summoned agent;
+            a summons answered without a model call counts as one.
+        max_exchanges_per_agent_per_stage: exchanges of one agent within one visit of a
+            state (default 15). Each summons runs its agent with ``max_turns`` at most
+            what is left of both caps (``Summons.max_model_calls``), so an agent that
+            never writes what it is asked costs at most this many model calls a visit.
         checkpoint_every: transitions between two checkpoints written to the store
             (default 5).
     """

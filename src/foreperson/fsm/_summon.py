@@ -13,7 +13,7 @@ writes it made), so a summons can run anywhere: in this process
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from ..agents import Agent, RunContext, Tool
@@ -52,7 +52,21 @@ class Summons:
         writable: the fields the agent may write here: those the state requires from it.
         missing: of those, the ones still unset (what the machine waits for).
         exchange: 1 for the agent's first summons in this visit of the state, 2 when it
-            is asked again (it did not write everything), ...
+            is asked again (it did not write everything), ...: the summons' ordinal (the
+            last part of its key), not the number of exchanges used (one exchange is one
+            model call, see ``max_model_calls``).
+        max_model_calls: the most model calls the summoned agent may make in this
+            summons (its run's turn budget), or None for the agent's own
+            ``Limits.max_turns``. Seed 003's caps count exchanges, and one exchange is
+            one model call of the agent (a summons answered without one counts as one):
+            the machine sets it to what is left of ``maxExchangesPerAgentPerStage`` for
+            this agent and of ``maxExchangesPerStage`` in this visit, so an agent that
+            never writes what it is asked costs at most the cap's worth of model calls.
+            :class:`AgentSummoner` runs the agent with ``max_turns`` lowered to it (never
+            raised); a summoner of your own should honour it too. Default None.
+
+    Raises:
+        ValueError: ``max_model_calls`` is below 1.
     """
 
     run_id: str
@@ -66,13 +80,22 @@ class Summons:
     writable: tuple[FieldSpec, ...]
     missing: tuple[str, ...]
     exchange: int = 1
+    max_model_calls: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_model_calls is not None and self.max_model_calls < 1:
+            raise ValueError(f"Summons.max_model_calls must be >= 1 (a summons needs one "
+                             f"model call), got {self.max_model_calls}; None: no budget")
 
     def prompt(self) -> str:
         """The message the agent receives.
 
         Seed 003: the agent reads the CONTEXT block (set fields, values capped at 300
-        characters) and its state's objective, never another agent's transcript, so the
-        size does not grow with the number of hops.
+        characters) and its state's objective, never another agent's transcript. Only
+        the CONTEXT block is capped: the objective is the state's description rendered
+        in full, so it grows with a field it templates (seed 003's dispatch templates
+        every note: its prompt grows by each report, 1,896 to 5,952 characters over 5
+        hops of 1,000-character findings, while the CONTEXT block stays at 377).
 
         Returns:
             The objective, the request, the CONTEXT block, and the fields it may write
@@ -96,7 +119,25 @@ class Summons:
         """The summons as JSON, e.g. a task payload for a summons run elsewhere.
 
         Returns:
-            A JSON object with every attribute (``writable`` as field specs).
+            A JSON object with every attribute (``writable`` as field specs);
+            ``max_model_calls`` only when it is set, so a summons without a budget reads
+            as it did before there was one.
+        """
+        data = self.digest_json()
+        if self.max_model_calls is not None:
+            data["max_model_calls"] = self.max_model_calls
+        return data
+
+    def digest_json(self) -> dict[str, Any]:
+        """What the summons asks, for its journal digest: :meth:`to_json` without
+        ``max_model_calls``.
+
+        The budget is how the question is run, not the question: the machine derives it
+        from the policy and the journaled results before it, so leaving it out keeps a
+        summons journaled before budgets existed replayable.
+
+        Returns:
+            A JSON object.
         """
         return {"run_id": self.run_id, "key": self.key, "machine": self.machine,
                 "state": self.state, "agent": self.agent, "objective": self.objective,
@@ -116,6 +157,7 @@ class Summons:
 
         Raises:
             KeyError, TypeError: ``data`` is not a summons.
+            ValueError: its ``max_model_calls`` is below 1.
         """
         values = dict(data)
         values["writable"] = tuple(FieldSpec.from_json(f) for f in values["writable"])
@@ -174,7 +216,8 @@ class Summoner(Protocol):
     runs the summons elsewhere (a work-layer task, a remote worker) sends
     ``summons.to_json()`` and returns ``SummonResult.from_json(...)``; it should check
     the writes with :class:`ContextWriter` where the agent runs, so a wrong value goes
-    back to the agent, not to the machine.
+    back to the agent, not to the machine, and should make at most
+    ``summons.max_model_calls`` model calls when it is set (the stage's caps count them).
     """
 
     async def summon(self, summons: Summons) -> SummonResult:
@@ -245,7 +288,11 @@ class AgentSummoner:
     tool and the summons' prompt (``Summons.prompt()``).
 
     The agents are used through their public API only (``clone`` to add the tool,
-    ``run``); one agent may serve many summons at once.
+    ``run``); one agent may serve many summons at once. A summons with a budget
+    (``Summons.max_model_calls``) runs a clone of its agent whose ``Limits.max_turns`` is
+    the budget, when that is lower than the agent's own (one clone per agent and budget,
+    kept); the agent's run then ends with stop reason ``"max_turns"`` once the budget is
+    spent.
 
     Args:
         agents: ``{agent name in the YAML: Agent}``.
@@ -263,6 +310,7 @@ class AgentSummoner:
                 raise ConfigurationError(f"agent {name!r} already has a tool named "
                                          f"{UPDATE_CONTEXT!r}; the machine adds its own")
             self._agents[name] = agent.clone(tools=[*agent.tools.values(), tool])
+        self._budgeted: dict[tuple[str, int], Agent[Any]] = {}
 
     async def aclose(self) -> None:
         """Close the connections of the agents' models (each model once); they stay
@@ -298,7 +346,8 @@ class AgentSummoner:
             summons: the agent, the state, what it may write.
 
         Returns:
-            Its writes, final text, usage and stop reason.
+            Its writes, final text, usage and stop reason (``"max_turns"`` when it spent
+            ``summons.max_model_calls``).
 
         Raises:
             ConfigurationError: no agent of that name was given.
@@ -308,6 +357,8 @@ class AgentSummoner:
         if agent is None:
             raise ConfigurationError(f"no agent {summons.agent!r} was given; pass it in "
                                      f"agents= (given: {sorted(self._agents)})")
+        if summons.max_model_calls is not None:
+            agent = self._within(summons.agent, agent, summons.max_model_calls)
         writer = ContextWriter(summons.writable)
         run_id = f"{summons.run_id}/{summons.key}"
         self._writers[run_id] = writer
@@ -316,6 +367,19 @@ class AgentSummoner:
         finally:
             del self._writers[run_id]
         return SummonResult(writer.writes, result.text, result.usage, result.stop_reason)
+
+    def _within(self, name: str, agent: Agent[Any], budget: int) -> Agent[Any]:
+        """``agent``, or a clone of it whose ``Limits.max_turns`` is ``budget`` when that
+        is lower than its own (the budget never raises an agent's cap)."""
+        own = agent.guards.limits.max_turns
+        if own is not None and own <= budget:
+            return agent
+        clone = self._budgeted.get((name, budget))
+        if clone is None:
+            limits = replace(agent.guards.limits, max_turns=budget)
+            clone = self._budgeted[(name, budget)] = agent.clone(
+                guards=agent.guards.replace(limits=limits))
+        return clone
 
 
 def usage_json(usage: Usage) -> dict[str, int]:

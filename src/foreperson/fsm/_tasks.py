@@ -44,7 +44,8 @@ def summons_kind(machine: str, agent: str) -> str:
 
 def summons_app(machine: str, agents: Mapping[str, Agent[Any]]) -> App:
     """The task functions that answer ``machine``'s summons with ``agents`` (each
-    ``Agent`` given an ``updateContext`` tool, as in-process runs do).
+    ``Agent`` given an ``updateContext`` tool, as in-process runs do, and run within the
+    summons' turn budget, ``Summons.max_model_calls``, which travels in the payload).
 
     Args:
         machine: the machine's name (``fsm.name`` in the YAML).
@@ -96,6 +97,15 @@ class TaskSummoner:
 
     async def summon(self, summons: Summons) -> SummonResult:
         """Submit ``summons`` as a task and return its result.
+
+        The payload is ``summons.to_json()``, its turn budget (``max_model_calls``)
+        included, so the worker that answers it spends at most that many model calls.
+
+        Args:
+            summons: who, where, what it may write, and its turn budget.
+
+        Returns:
+            What the agent wrote, as the task's result holds it.
 
         Raises:
             RunError: the summons task ended DEAD (its error is kept); resuming the run

@@ -5,6 +5,13 @@ Python objects); the node tree is turned into plain dicts, lists and scalars her
 that we keep each node's position and see what PyYAML would silently hide
 (DEPENDENCIES.md): a key written twice (PyYAML keeps the last one), merge keys, and
 plain words such as ``no`` that YAML 1.1 reads as booleans.
+
+No text can crash or hang the reader: before anything is composed, the parser's events
+are walked once (iteratively) and a document nested deeper than :data:`MAX_YAML_DEPTH`
+or holding a recursive alias (``a: &x [*x]``) is refused by name, at its line and
+column; libyaml's composer recurses in C and would otherwise overflow the stack, and our
+builder would recurse forever on a node that contains itself. Numbers beyond 64 bits
+(CEL's integers) are refused, and an alias bomb stops at ``_MAX_NODES`` nodes.
 """
 
 from __future__ import annotations
@@ -15,12 +22,16 @@ from typing import Any
 
 from ..errors import SpecProblem
 
-__all__ = ["Located", "Mark", "Path", "load_yaml"]
+__all__ = ["MAX_YAML_DEPTH", "Located", "Mark", "Path", "load_yaml"]
 
 Path = tuple[str | int, ...]
 """Where a value is in the document: keys and list indexes from the root."""
 
 _MAX_NODES = 200_000     # an alias bomb stops here instead of eating memory
+MAX_YAML_DEPTH = 64
+"""How deep lists and mappings may nest in a machine file (seed 003's own files nest 8
+deep); deeper is refused at load, aliases included."""
+_INT64 = 2 ** 63
 _STR = "tag:yaml.org,2002:str"
 _PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in (
     "str", "int", "float", "bool", "null", "seq", "map", "timestamp", "binary", "merge"))
@@ -139,6 +150,9 @@ def load_yaml(text: str, source: str) -> tuple[Located | None, list[SpecProblem]
                                 "pip install 'foreperson[fsm]'") from exc
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
+        refused = _shape_problem(yaml, text, loader, source)
+        if refused is not None:
+            return None, [refused]
         root = yaml.compose(text, Loader=loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -158,6 +172,38 @@ def load_yaml(text: str, source: str) -> tuple[Located | None, list[SpecProblem]
     return located, builder.problems
 
 
+def _shape_problem(yaml: Any, text: str, loader: Any, source: str) -> SpecProblem | None:
+    """The first place where ``text`` nests deeper than :data:`MAX_YAML_DEPTH` or uses
+    an alias inside the node it names, from the parser's events (no recursion); else
+    None.
+
+    Raises:
+        yaml.YAMLError: the text does not parse.
+    """
+    open_anchors: list[str | None] = []
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            open_anchors.append(event.anchor)
+            if len(open_anchors) > MAX_YAML_DEPTH:
+                return _event_problem(source, event, (
+                    f"lists and mappings nest more than {MAX_YAML_DEPTH} levels deep here "
+                    f"(MAX_YAML_DEPTH = {MAX_YAML_DEPTH}); a machine is much flatter: "
+                    "close the brackets, or move the nested data out of the machine"))
+        elif isinstance(event, yaml.CollectionEndEvent):
+            open_anchors.pop()
+        elif isinstance(event, yaml.AliasEvent) and event.anchor in open_anchors:
+            return _event_problem(source, event, (
+                f"recursive alias *{event.anchor}: it is used inside the node its anchor "
+                f"&{event.anchor} names, which would contain itself forever; write the "
+                "value out instead"))
+    return None
+
+
+def _event_problem(source: str, event: Any, message: str) -> SpecProblem:
+    mark = event.start_mark
+    return SpecProblem(source, mark.line + 1, mark.column + 1, message)
+
+
 class _Builder:
     def __init__(self, yaml: Any, source: str) -> None:
         self.yaml = yaml
@@ -173,13 +219,21 @@ class _Builder:
         mark = self._at(node)
         self.problems.append(SpecProblem(self.source, mark.line, mark.column, message))
 
-    def build(self, node: Any, path: Path, out: Located) -> Any:  # noqa: C901 - one branch per YAML node kind, each with its line in errors
+    def build(self, node: Any, path: Path, out: Located, depth: int = 0) -> Any:  # noqa: C901 - one branch per YAML node kind, each with its line in errors
+        """Plain data of ``node`` (at ``path``, nested ``depth`` deep); problems are
+        recorded, and a refused node reads as None."""
         yaml = self.yaml
         self.count += 1
         if self.count > _MAX_NODES:
             if self.count == _MAX_NODES + 1:
                 self._problem(node, f"the document has more than {_MAX_NODES} nodes (aliases "
                                     "expanding?); write it out plainly")
+            return None
+        if depth > MAX_YAML_DEPTH:      # aliases of nested nodes inside nested nodes
+            self._problem(node, f"lists and mappings nest more than {MAX_YAML_DEPTH} "
+                                f"levels deep here, aliases expanded (MAX_YAML_DEPTH = "
+                                f"{MAX_YAML_DEPTH}): write the value out plainly")
+            self.count = _MAX_NODES + 1     # one such problem is enough
             return None
         out.values[path] = node
         tag = node.tag
@@ -190,12 +244,10 @@ class _Builder:
                                 "read safely, as plain data): remove the tag")
             return None
         if isinstance(node, yaml.ScalarNode):
-            value = self.constructor.construct_object(node, deep=True)
-            if isinstance(value, datetime.date | datetime.datetime | bytes):
-                return node.value      # a date is data for us: keep it as written
-            return value
+            return self._scalar(node)
         if isinstance(node, yaml.SequenceNode):
-            return [self.build(item, (*path, i), out) for i, item in enumerate(node.value)]
+            return [self.build(item, (*path, i), out, depth + 1)
+                    for i, item in enumerate(node.value)]
         result: dict[str, Any] = {}
         first: dict[str, Any] = {}
         for key_node, value_node in node.value:
@@ -216,5 +268,22 @@ class _Builder:
             first[key] = key_node
             entry = (*path, key)
             out.keys[entry] = key_node
-            result[key] = self.build(value_node, entry, out)
+            result[key] = self.build(value_node, entry, out, depth + 1)
         return result
+
+    def _scalar(self, node: Any) -> Any:
+        try:
+            value = self.constructor.construct_object(node, deep=True)
+        except (ValueError, OverflowError, self.yaml.YAMLError) as exc:
+            # e.g. an integer of more than 4,300 digits (Python's conversion limit)
+            self._problem(node, f"this value cannot be read: {exc}; write it in quotes, "
+                                "or shorter")
+            return None
+        if isinstance(value, datetime.date | datetime.datetime | bytes):
+            return node.value      # a date is data for us: keep it as written
+        if isinstance(value, int) and not isinstance(value, bool) \
+                and not -_INT64 <= value < _INT64:
+            self._problem(node, "this whole number does not fit in 64 bits (CEL's "
+                                "integers): write a smaller number, or put it in quotes")
+            return None
+        return value
