@@ -27,6 +27,7 @@ Nothing written in a machine can crash or hang the library (issue 20):
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -449,6 +450,14 @@ def compile_expression(source: str) -> Expression:
             :data:`MAX_EXPRESSION_NESTING`, or made the library panic.
         MissingDependency: ``common-expression-language`` is not installed.
     """
+    return _compiled(source)
+
+
+@functools.lru_cache(maxsize=2048)
+def _compiled(source: str) -> Expression:
+    """:func:`compile_expression`, kept per source: an :class:`Expression` is immutable,
+    and a machine compares one field with many values, and the type check compiles each
+    operand of a guard on its own (a refused source raises and is not kept)."""
     tokens, program = _parse(source)
     return _analyse(source, tokens, program)
 
