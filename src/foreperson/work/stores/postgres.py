@@ -81,6 +81,7 @@ from ..task import Clock, Status, SystemClock, Task, from_epoch
 from ._pg_migrate import apply_migrations
 from ._pg_prune import PostgresPruning
 from ._pg_queries import COLUMNS, RUN_COLUMNS, Q
+from ._pg_reconnect import DEFAULT_RECONNECT_S, Outage, reconnecting
 from ._pg_schema import LATEST
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -242,7 +243,8 @@ class _Listener:
             except psycopg.Error as exc:
                 if self._store._closed:              # close() ended the wait
                     return False
-                log.warning("listening on %s failed (%s); will reconnect", self.channel, exc)
+                log.debug("listening on %s failed (%s); will reconnect", self.channel, exc)
+                self._store._outage.went_away(exc)
                 if self._conn is not None:
                     self._conn.close()
                 self._conn = None
@@ -262,6 +264,7 @@ class _Listener:
                                       connect_timeout=max(1, int(timeout_s)))
         conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
         self._conn = conn
+        store._outage.came_back()
         if store._closed:          # closed while connecting
             conn.close()
             return None
@@ -318,6 +321,11 @@ class PostgresStore(PostgresPruning):
         connect_timeout_s: seconds to wait for a connection before a call fails with
             StoreError (default 10); the pool keeps reconnecting in the background, so a
             restarted server is picked up again.
+        reconnect_s: seconds a store call keeps trying while the server is away (a
+            restart, a dropped connection) before it raises StoreError (default 60;
+            0: fail at once). One line is logged when the database goes away and one
+            when it is back; see :mod:`~foreperson.work.stores._pg_reconnect` for why a
+            retried call never completes a task twice.
         clock: **tests only**: a fake clock whose time replaces the database's in every
             statement, so the shared contract suite (which moves time by hand) runs here.
             Leave None in production: then every time is the server's.
@@ -335,6 +343,7 @@ class PostgresStore(PostgresPruning):
 
     def __init__(self, dsn: str, *, schema: str | None = None, migrate: bool = True,
                  pool_size: int = 10, connect_timeout_s: float = 10.0,
+                 reconnect_s: float = DEFAULT_RECONNECT_S,
                  clock: Clock | None = None) -> None:
         import os
 
@@ -352,6 +361,7 @@ class PostgresStore(PostgresPruning):
         self._ready = _Listener(self, self.channel)
         self._done = _Listener(self, f"{self.schema}.done")
         self._psycopg = psycopg
+        self._outage = Outage(self._where(), reconnect_s)
         schema_name = self.schema
 
         def configure(conn: Any) -> None:
@@ -1101,3 +1111,18 @@ class PostgresStore(PostgresPruning):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# Every store call that talks to the database rides out an outage (see _pg_reconnect):
+# wrapped here, in one place, rather than one decorator per method.
+for _name in (
+        "add", "get", "list_tasks", "ready", "assign", "claim", "start", "start_many",
+        "heartbeat", "complete", "complete_many", "complete_and_claim", "fail", "release",
+        "back_off", "reclaim_stale", "park_blocked", "retry_dead", "claim_effect",
+        "effect_done", "finished_among", "mean_durations", "stats", "worker_seen",
+        "worker_gone", "list_workers", "counts_by_kind", "worker_totals", "history",
+        "dependents", "get_step", "put_step", "list_steps", "create_run", "get_run",
+        "list_runs", "claim_run", "renew_run", "end_run", "set_limit", "remove_limit",
+        "limits", "prune", "migrate"):
+    setattr(PostgresStore, _name, reconnecting(getattr(PostgresStore, _name)))
+del _name

@@ -1,0 +1,136 @@
+"""Riding out a PostgreSQL restart: a store call that fails because the server went away
+is tried again, with a growing pause, until the server is back or a bound passes.
+
+The pool drops the dead connections and opens new ones by itself; what was missing is
+the call that happened to run in the outage. A call is retried only on a *transient*
+failure (a lost or refused connection, an administrator's shutdown) and only outside a
+``batch()``: a batch's transaction was rolled back whole, and its caller (the run loop)
+settles it again. Retrying a single statement is safe because the work layer's writes are
+fenced: a completion that did reach the database before the connection dropped finds the
+task no longer held on the second try and changes nothing, a claim whose answer was lost
+leaves tasks held until their lease lapses and they are reclaimed, never run twice at
+once.
+
+Each outage is logged twice per store, whatever the number of threads waiting: one line
+when the database goes away, one when it is back (with how long it was away).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ...errors import StoreError
+
+__all__ = ["DEFAULT_RECONNECT_S", "Outage", "reconnecting"]
+
+log = logging.getLogger("foreperson.store.postgres")
+
+T = TypeVar("T")
+
+DEFAULT_RECONNECT_S = 60.0
+"""Seconds a store call keeps trying while PostgreSQL is away before it fails (a server
+restart takes a few seconds; a person waits about a minute before calling it down)."""
+
+_FIRST_PAUSE_S = 0.1
+_LONGEST_PAUSE_S = 2.0
+
+
+class Outage:
+    """The outage state of one store: when the database went away (None: it is up).
+
+    Args:
+        where: the server, for the log lines (``host/database``).
+        bound_s: seconds a call keeps trying (0: never retry).
+        sleep: the pause function (tests pass their own, with ``clock``).
+        clock: seconds, monotonic (default :func:`time.monotonic`).
+    """
+
+    def __init__(self, where: str, bound_s: float = DEFAULT_RECONNECT_S,
+                 sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.where = where
+        self.bound_s = bound_s
+        self._sleep = sleep
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._since: float | None = None
+        self._local = threading.local()
+
+    def went_away(self, error: BaseException) -> None:
+        """Note a lost connection: log the outage's first line (once per outage)."""
+        with self._lock:
+            if self._since is not None:
+                return
+            self._since = self._clock()
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        log.warning("PostgreSQL (%s) is unreachable: %s; retrying for up to %.0f s",
+                    self.where, reason, self.bound_s)
+
+    def came_back(self) -> None:
+        """Note a call that worked: log the outage's last line (once)."""
+        if self._since is None:          # the common case: no lock
+            return
+        with self._lock:
+            since, self._since = self._since, None
+        if since is not None:
+            log.warning("PostgreSQL (%s) is back after %.1f s", self.where,
+                        self._clock() - since)
+
+    def call(self, function: Callable[[], T]) -> T:
+        """Run ``function`` (one store call), trying again on a transient StoreError
+        with a pause growing from 0.1 s to 2 s, for up to :attr:`bound_s` seconds.
+
+        Returns:
+            What ``function`` returned.
+
+        Raises:
+            StoreError: a failure that is not transient, or the bound passed (its message
+                then says for how long the database was unreachable).
+        """
+        if getattr(self._local, "active", False):      # a store call inside another
+            return function()
+        self._local.active = True
+        try:
+            return self._retrying(function)
+        finally:
+            self._local.active = False
+
+    def _retrying(self, function: Callable[[], T]) -> T:
+        began = self._clock()
+        pause = _FIRST_PAUSE_S
+        while True:
+            try:
+                value = function()
+            except StoreError as exc:
+                if not exc.transient:
+                    raise
+                self.went_away(exc)
+                waited = self._clock() - began
+                if waited + pause > self.bound_s:
+                    raise StoreError(f"{exc} (the database was unreachable for "
+                                     f"{waited:.0f} s, longer than the {self.bound_s:g} s "
+                                     "a store call waits)", transient=True) from exc
+                self._sleep(pause)
+                pause = min(pause * 2, _LONGEST_PAUSE_S)
+                continue
+            self.came_back()
+            return value
+
+
+def reconnecting(method: Callable[..., T]) -> Callable[..., T]:
+    """Wrap a store method so that it rides out an outage (see :class:`Outage`): the
+    store keeps its :class:`Outage` as ``_outage`` and, inside a ``batch()``, its
+    connection as ``_local.conn`` (a call in a batch is not retried on its own)."""
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> T:
+        if getattr(self._local, "conn", None) is not None:
+            return method(self, *args, **kwargs)
+        outage: Outage = self._outage
+        return outage.call(lambda: method(self, *args, **kwargs))
+
+    return call
