@@ -141,7 +141,7 @@ def test_workers_reconnect_after_the_database_goes_away(cluster, pg_dsn, pg_sche
     # between doing it and recording it done
     assert check_effects(group, db, ids, outage=True) <= 2 * 4
     assert all(w.proc.poll() is None for w in workers), "a worker died in the outage"
-    noticed = ("store unavailable", "heartbeat failed", "listening on")
+    noticed = ("is unreachable", "store unavailable", "heartbeat failed")
     assert all(any(sign in w.stderr() for sign in noticed) for w in workers)
 
 
