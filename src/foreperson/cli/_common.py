@@ -23,7 +23,9 @@ def open_store(db: str | None, dsn: str | None, *, must_exist: bool = False,
     Args:
         db: path of a SQLite file.
         dsn: a PostgreSQL DSN.
-        must_exist: refuse a SQLite path that does not exist (for read-only commands).
+        must_exist: refuse a SQLite path that does not exist or holds no foreperson
+            tasks, and create nothing in it (for the commands that read or act on a
+            job's tasks).
         schema: the PostgreSQL schema (default ``$FOREPERSON_PG_SCHEMA`` or foreperson).
 
     Raises:
@@ -41,7 +43,7 @@ def open_store(db: str | None, dsn: str | None, *, must_exist: bool = False,
     if must_exist and not os.path.exists(db):
         raise ConfigurationError(f"no task database at {db}")
     from ..work.stores.sqlite import SqliteStore
-    return SqliteStore(db)
+    return SqliteStore(db, create=not must_exist)
 
 
 def where(store: TaskStore, db: str | None) -> str:

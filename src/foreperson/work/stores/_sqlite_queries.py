@@ -138,6 +138,8 @@ def where_equal(**equal: Any) -> tuple[str, dict[str, Any]]:
 GET_USER_VERSION = "PRAGMA user_version"
 # any object at all: a file with none is new (its pragmas may still be chosen)
 HAS_ANY_OBJECT = "SELECT 1 FROM sqlite_master LIMIT 1"
+# the tables of the file, to tell foreperson's database from another application's
+LIST_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
 # space freed by prune() can be given back in small steps (new files only)
 SET_AUTO_VACUUM_INCREMENTAL = "PRAGMA auto_vacuum = INCREMENTAL"
 SET_JOURNAL_WAL = "PRAGMA journal_mode=WAL"

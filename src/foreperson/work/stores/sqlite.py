@@ -8,6 +8,7 @@ the file. Restarting on the same file finds every unfinished task.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -78,10 +79,18 @@ class SqliteStore(SqlitePruning):
             is on disk, survives power loss) or ``"NORMAL"`` (survives a killed process,
             not a power cut; faster).
         busy_timeout_s: how long to wait for another process's write lock, seconds.
+        create: make the schema in a file that has none (default True); False for a
+            reader (``foreperson status``, ``serve``): a file without foreperson's
+            tables is refused and nothing is written to it.
+
+    A file that holds another application's tables is refused before anything is
+    written to it (its journal mode included).
 
     Raises:
         StoreError: the file cannot be opened or has a newer schema than this version
             of foreperson knows.
+        ConfigurationError: the file is another application's database, or (with
+            ``create=False``) holds no foreperson tasks.
     """
 
     _task_columns = sql.TASK_COLUMNS
@@ -92,7 +101,8 @@ class SqliteStore(SqlitePruning):
     _row_to_run = staticmethod(row_to_run)
 
     def __init__(self, path: str | Path, *, clock: Clock | None = None,
-                 synchronous: str = "FULL", busy_timeout_s: float = 30.0) -> None:
+                 synchronous: str = "FULL", busy_timeout_s: float = 30.0,
+                 create: bool = True) -> None:
         if synchronous.upper() not in sql.SET_SYNCHRONOUS:
             raise ConfigurationError(
                 f"SqliteStore(synchronous={synchronous!r}): choose 'FULL' (every commit on "
@@ -108,8 +118,7 @@ class SqliteStore(SqlitePruning):
                                          timeout=busy_timeout_s)
             # the store's clock, for the migrations that backfill the aggregates
             self._conn.create_function("foreperson_now", 0, self.clock.now)
-            if self._conn.execute(sql.GET_USER_VERSION).fetchone()[0] == 0 and \
-                    not self._conn.execute(sql.HAS_ANY_OBJECT).fetchone():
+            if self._check_owner(create):
                 # a new file: space freed by prune() can be given back in small steps
                 self._conn.execute(sql.SET_AUTO_VACUUM_INCREMENTAL)
             self._conn.execute(sql.SET_JOURNAL_WAL)
@@ -118,8 +127,43 @@ class SqliteStore(SqlitePruning):
             self._migrate()
             self._second = -1
         except sqlite3.Error as exc:
+            self._close_quietly()
             raise StoreError(f"cannot open task database {self.path}: {exc}") from exc
+        except ConfigurationError:
+            self._close_quietly()
+            raise
         self._closed = False
+
+    def _close_quietly(self) -> None:
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+
+    def _check_owner(self, create: bool) -> bool:
+        """Whether the file is new (no object at all), after refusing, before any
+        write, a file that is not a foreperson task database.
+
+        Raises:
+            ConfigurationError: another application's tables, or none with ``create``
+                False.
+        """
+        version = self._conn.execute(sql.GET_USER_VERSION).fetchone()[0]
+        tables = [r[0] for r in self._conn.execute(sql.LIST_TABLES)]
+        if version == 0 and not tables and not self._conn.execute(
+                sql.HAS_ANY_OBJECT).fetchone():
+            if not create:
+                raise ConfigurationError(
+                    f"{self.path} holds no foreperson tasks (it is empty): check the path; "
+                    "a job or a worker creates the database")
+            return True
+        if version == 0 or "tasks" not in tables:
+            shown = ", ".join(tables[:6]) + (", ..." if len(tables) > 6 else "")
+            raise ConfigurationError(
+                f"{self.path} is not a foreperson task database (it holds other tables: "
+                f"{shown or 'none'}; user_version {version}): foreperson writes nothing "
+                "to it; give --db a new file")
+        return False
 
     # -- plumbing --------------------------------------------------------------
     def _migrate(self) -> None:
