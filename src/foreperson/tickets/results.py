@@ -8,6 +8,8 @@ an exclusive lock (:func:`open_exclusive`) that dies with the process.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -111,6 +113,16 @@ def open_exclusive(path: str | Path, mode: str, busy: str) -> IO[Any]:
     return handle
 
 
+def _write_failure(path: Path, exc: OSError) -> str:
+    """One line for a results write that failed: a full disk named as such."""
+    if exc.errno == errno.ENOSPC:
+        return (f"cannot write results to {path}: the disk is full (the disk holding "
+                f"{path.resolve().parent}); no partial line was left: free some space and "
+                "run the same command again (finished work is kept)")
+    return (f"cannot write results to {path}: {exc.strerror}; fix that and run the same "
+            "command again (finished work is kept)")
+
+
 class Outbox:
     """The output file, written once per ticket.
 
@@ -174,13 +186,17 @@ class Outbox:
         blob = b"".join(json.dumps({k: r.get(k) for k in OUTPUT_FIELDS},
                                    ensure_ascii=False).encode() + b"\n"
                         for r in fresh.values())
+        fd = self._file.fileno()
+        start = os.lseek(fd, 0, os.SEEK_END)
         try:
-            self._file.write(blob)
-            self._file.flush()
-            os.fsync(self._file.fileno())
+            view = memoryview(blob)
+            while view:                       # unbuffered: nothing is left to flush later
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
         except OSError as exc:
-            raise RunError(f"cannot write results to {self.path}: {exc.strerror}; fix that "
-                           "and run the same command again (finished work is kept)") from exc
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)       # whole lines only: cut what got through
+            raise RunError(_write_failure(self.path, exc)) from exc
         self.sent.update(fresh)
         return len(fresh)
 

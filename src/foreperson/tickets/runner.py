@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from ..errors import first_error
 from ..work.handles import TaskHandle
 from ..work.leases import DEFAULT_LEASE_S
 from ..work.store import TaskStore
@@ -236,7 +237,10 @@ async def run_job(tickets: TicketFile, store: TaskStore, out: str | Path, *, wor
         earlier = len(outbox.sent & wanted)
         watch = None if workers > 0 else _RemoteWatch(store, writer, job, notice, remote_hint,
                                                       stalled_after_s)
-        counted = await _run(sup, job, todo, run_id, writer, watch=watch)
+        try:
+            counted = await _run(sup, job, todo, run_id, writer, watch=watch)
+        except BaseExceptionGroup as errors:      # the cause, not the group around it
+            raise first_error(errors) from None
         report = _report(tickets, store, job, outbox, counted, len(orphans), began)
         report.earlier = earlier
         return report

@@ -50,9 +50,20 @@ from ._sqlite_schema import MIGRATIONS, statements
 __all__ = ["MIGRATIONS", "SqliteStore"]
 
 
-def _store_error(path: str, exc: sqlite3.Error) -> StoreError:
-    """A driver error as a StoreError; a locked or busy database may work next time."""
-    return StoreError(f"{path}: {exc}", transient=isinstance(exc, sqlite3.OperationalError))
+_SQLITE_FULL = 13
+
+
+def _store_error(path: str, exc: sqlite3.Error, doing: str = "") -> StoreError:
+    """A driver error as a StoreError; a locked or busy database may work next time, a
+    full disk will not (it is named, with the file and what to do)."""
+    if getattr(exc, "sqlite_errorcode", None) == _SQLITE_FULL:
+        where = os.path.dirname(os.path.abspath(path)) or "."
+        return StoreError(
+            f"{path}: the disk is full: SQLite could not write the task database (on the "
+            f"disk holding {where}); nothing of the failed write was kept: free some "
+            "space and run the same command again")
+    return StoreError(f"{path}: {doing}{exc}",
+                      transient=isinstance(exc, sqlite3.OperationalError))
 
 
 def _starting(start: bool | int, count: int) -> int:
@@ -210,8 +221,7 @@ class SqliteStore(SqlitePruning):
             try:
                 self._conn.execute(sql.BEGIN_IMMEDIATE)
             except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: cannot start a transaction: {exc}",
-                                 transient=isinstance(exc, sqlite3.OperationalError)) from exc
+                raise _store_error(self.path, exc, "cannot start a transaction: ") from exc
             second = int(self.clock.now())
             try:
                 if second != self._second and self._second is not None:
@@ -220,20 +230,25 @@ class SqliteStore(SqlitePruning):
                     self._conn.execute(sql.SET_CLOCK, (second,))
                 yield self._conn
             except sqlite3.Error as exc:
-                self._conn.execute(sql.ROLLBACK)
+                self._rollback()
                 raise _store_error(self.path, exc) from exc
             except BaseException:
-                self._conn.execute(sql.ROLLBACK)
+                self._rollback()
                 raise
             else:
                 try:
                     self._conn.execute(sql.COMMIT)
                 except sqlite3.Error as exc:
-                    self._conn.execute(sql.ROLLBACK)
-                    raise StoreError(f"{self.path}: commit failed: {exc}",
-                                     transient=isinstance(exc, sqlite3.OperationalError)) from exc
+                    self._rollback()
+                    raise _store_error(self.path, exc, "commit failed: ") from exc
                 if self._second is not None:
                     self._second = second
+
+    def _rollback(self) -> None:
+        """Roll the transaction back, if SQLite has not already (it does by itself on
+        some errors, a full disk among them)."""
+        if self._conn.in_transaction:
+            self._conn.execute(sql.ROLLBACK)
 
     @contextmanager
     def _savepoint(self) -> Iterator[sqlite3.Connection]:
@@ -242,8 +257,9 @@ class SqliteStore(SqlitePruning):
             try:
                 yield self._conn
             except sqlite3.Error as exc:
-                self._conn.execute(sql.ROLLBACK_TO_SAVEPOINT)
-                self._conn.execute(sql.RELEASE_SAVEPOINT)
+                if self._conn.in_transaction:     # not rolled back whole by SQLite
+                    self._conn.execute(sql.ROLLBACK_TO_SAVEPOINT)
+                    self._conn.execute(sql.RELEASE_SAVEPOINT)
                 raise _store_error(self.path, exc) from exc
             except BaseException:
                 self._conn.execute(sql.ROLLBACK_TO_SAVEPOINT)
