@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import runpy
 import sys
 from pathlib import Path
@@ -96,3 +97,21 @@ def test_the_example_runs_offline(monkeypatch, capsys):
 @pytest.mark.parametrize("name", ["support_router.yaml"])
 def test_example_machines_pass_check(name, capsys):
     assert main(["fsm", "check", str(ROOT / "examples" / name)]) == 0
+
+
+def test_check_prints_the_broken_corpus_at_each_mistake(capsys):
+    """Each file of the corpus of broken machines (issue 20, item 8): its first expected
+    problem as file:line:column, one line per problem, and the count."""
+    corpus = sorted((ROOT / "tests" / "fixtures" / "fsm" / "broken").glob("*.yaml"))
+    assert main(["fsm", "check", *map(str, corpus)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    for path in corpus:
+        head = path.read_text(encoding="utf-8").split("\n")
+        first = re.fullmatch(r"# expect: (\d+:\d+): .*", head[0])
+        count = int(re.fullmatch(r"# problems: (\d+)", head[len(
+            [h for h in head if h.startswith("# expect:")])]).group(1))
+        assert first is not None
+        mine = [line for line in out if line.startswith(f"{path}:")]
+        assert mine[0].startswith(f"{path}:{first.group(1)}: ")
+        assert mine[-1] == f"{path}: {count} problem{'s' if count != 1 else ''}"
+        assert len(mine) == count + 1

@@ -52,6 +52,10 @@ CONTEXT = "context"
 """The one variable an expression sees: ``context.FIELD``."""
 
 _MACROS = {"all", "exists", "exists_one", "map", "filter"}
+TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map",
+                        "null_type", "type"})
+"""CEL's names of types (``type(context.route) == string``): the library lists them as
+variables, but they are defined."""
 
 MAX_EXPRESSION_CHARS = 4_000
 """The longest CEL expression a machine may hold (a guard or a ``${ ... }`` value), in
@@ -502,7 +506,21 @@ def _syntax_error(exc: BaseException, source: str) -> CelSyntaxError:
         what = what[:what.index(" expecting {")] + " (CEL expected something else here)"
     lines = source.split("\n")
     offset = sum(len(x) + 1 for x in lines[:line - 1]) + column - 1
+    single = _single_equals(source)
+    if single is not None:
+        return CelSyntaxError(
+            "`=` is not an operator in CEL (nothing is assigned in a guard): to compare, "
+            "write `==`, e.g. context.route == 'billing'", single)
     return CelSyntaxError(what, offset)
+
+
+def _single_equals(source: str) -> int | None:
+    """The offset of the first ``=`` of ``source`` outside string literals that is not
+    part of ``==``, ``!=``, ``<=`` or ``>=``; else None."""
+    for token in tokenize(source):
+        if token.kind == "other" and token.text == "=":
+            return token.offset
+    return None
 
 
 def _analyse(source: str, tokens: list[Token], program: Any) -> Expression:
@@ -527,10 +545,11 @@ def _analyse(source: str, tokens: list[Token], program: Any) -> Expression:
         else:
             whole = True
     unknown: list[tuple[str, int]] = []
-    variables = set(program.variables()) - {CONTEXT} - bound
+    variables = set(program.variables()) - {CONTEXT} - bound - TYPE_NAMES
     for variable in sorted(variables):
-        offset = next((t.offset for t in tokens if t.kind == "ident" and t.text == variable),
-                      0)
+        offset = next((t.offset for k, t in enumerate(tokens)
+                       if t.kind == "ident" and t.text == variable
+                       and (k == 0 or tokens[k - 1].text != ".")), 0)
         unknown.append((variable, offset))
     comparisons = _comparisons(tokens)
     fields = tuple(dict.fromkeys(u.name for u in uses))

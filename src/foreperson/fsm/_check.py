@@ -22,13 +22,16 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import MachineSpecError, SpecProblem
 from ._cel import (
+    CONTEXT,
     CelSyntaxError,
     Expression,
     LiteralComparison,
     Sample,
+    Token,
     compile_expression,
     sample_contexts,
     sample_run,
+    tokenize,
     type_name,
 )
 from ._fields import FieldSpec, Template
@@ -51,7 +54,7 @@ from ._spec import (
     _StateModel,
     _TransitionModel,
 )
-from ._yaml import Located, Path, load_yaml
+from ._yaml import Located, Path, load_yaml_until_error, readable_prefix
 
 __all__ = ["load_spec"]
 
@@ -59,6 +62,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _STATE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _EXPR = re.compile(r"^\$\{(.*)\}$", re.S)
 
+_MAX_TYPOS = 20       # misspelled keys whose consequences are folded (the file is checked twice)
 _FSM_KEYS = ("name", "version", "initialState", "context", "agents", "states", "policy")
 _WHAT = {
     _Header: "`fsm`", _FieldModel: "a context field", _AgentModel: "an agent",
@@ -118,8 +122,12 @@ def _one_of(choices: Any) -> str:
 # --- the checker --------------------------------------------------------------------------
 
 class _Checker:
-    def __init__(self, located: Located, problems: list[SpecProblem]) -> None:
+    def __init__(self, located: Located, problems: list[SpecProblem], *,
+                 partial: bool = False) -> None:
         self.doc = located
+        self.partial = partial
+        """Only the part of a file before a YAML syntax error is checked: states after
+        it are unknown, so what names a state, and the graph, are not checked."""
         self.problems = problems
         self.fields: dict[str, FieldSpec] = {}
         self.field_names: dict[str, None] = {}    # declared, valid or not, in order
@@ -128,11 +136,24 @@ class _Checker:
         self.state_names: list[str] = []
         self.states: dict[str, StateSpec] = {}
         self._sample_cache: list[Sample] | None = None
+        self.typos: list[tuple[SpecProblem, Path, str, str]] = []
+        """Misspelled keys: (their problem, the mapping's path, the key, the key meant)."""
 
     # helpers
     def problem(self, path: Path, message: str, *, key: bool = False,
                 offset: int | None = None) -> None:
         self.problems.append(self.doc.problem(path, message, key=key, offset=offset))
+
+    def typo(self, parent: Path, key: str, choices: list[str] | tuple[str, ...],
+             mapping: Any) -> None:
+        """Note the problem just recorded as misspelling ``key`` of the mapping at
+        ``parent`` when one of ``choices`` is close and absent from ``mapping``, so
+        that :func:`load_spec` can fold what follows from it."""
+        if len(self.typos) >= _MAX_TYPOS:
+            return
+        close = difflib.get_close_matches(str(key), list(choices), n=1, cutoff=0.6)
+        if close and isinstance(mapping, dict) and close[0] not in mapping:
+            self.typos.append((self.problems[-1], parent, key, close[0]))
 
     def validate(self, model: type[BaseModel], data: Any, path: Path) -> Any:
         try:
@@ -156,6 +177,8 @@ class _Checker:
             allowed = _aliases(parent) if parent else []
             self.problem(where, f"unknown key {key!r} in {what}{_suggest(key, allowed)}; "
                                 f"its keys are: {_one_of(allowed)}", key=True)
+            if isinstance(loc[-1], str):
+                self.typo(where[:-1], loc[-1], allowed, self._raw(where[:-1]))
         elif kind == "missing":
             self.problem((*path, *loc[:-1]), f"{what} needs {key!r}", key=True)
         elif kind in ("model_type", "dict_type") and not loc:
@@ -172,6 +195,18 @@ class _Checker:
             self.problem(where, f"{key} must be {expected}, not {error['input']!r}")
         else:
             self.problem(where, f"{key or what}: {error['msg']}")
+
+    def _raw(self, path: Path) -> Any:
+        """The document's value at ``path``, or None."""
+        value = self.doc.data
+        for part in path:
+            if isinstance(value, dict) and isinstance(part, str):
+                value = value.get(part)
+            elif isinstance(value, list) and isinstance(part, int) and part < len(value):
+                value = value[part]
+            else:
+                return None
+        return value
 
     def _got(self, value: Any, path: Path) -> str:
         scalar = self.doc.scalar(path)
@@ -190,6 +225,14 @@ class _Checker:
     # the document
     def run(self) -> MachineSpec | None:  # noqa: C901 - the checks of one spec section, each a problem with its own place
         root = self.doc.data
+        if isinstance(root, dict) and "fsm" not in root:
+            for key in root:
+                if _suggest(key, ["fsm"]):
+                    self.problem((key,), f"unknown top-level key {key!r} (did you mean "
+                                         "'fsm'?); a machine file is a mapping with one key, "
+                                         "`fsm:`", key=True)
+                    self.typo((), key, ["fsm"], root)
+                    return None
         if not isinstance(root, dict) or "fsm" not in root:
             self.problem((), "a machine file is a mapping with one key, `fsm:`, holding "
                              "name, initialState, context, agents, states and policy")
@@ -208,6 +251,7 @@ class _Checker:
                 self.problem(("fsm", key), f"unknown key {key!r} in `fsm`"
                                            f"{_suggest(key, _FSM_KEYS)}; its keys are: "
                                            f"{_one_of(_FSM_KEYS)}", key=True)
+                self.typo(("fsm",), key, _FSM_KEYS, fsm)
         header = self.validate(
             _Header, {k: fsm[k] for k in ("name", "version", "initialState") if k in fsm},
             ("fsm",))
@@ -236,7 +280,7 @@ class _Checker:
             state = self._state(name, model)
             if state is not None:
                 self.states[name] = state
-        if header is not None:
+        if header is not None and not self.partial:
             self._graph(header.initial_state, raw_states)
         if header is None or policy_model is None or self.problems:
             return None
@@ -315,18 +359,30 @@ class _Checker:
             return
         for name, spec in raw.items():
             self.agent_names[name] = None
+            if isinstance(spec, list):
+                shown = ", ".join(str(s) for s in spec)
+                self.problem((*base, name), f"agent {name!r} is written as a list; an "
+                             "agent is a mapping, its states under `canTransition`: "
+                             f"{name}: {{ canTransition: [{shown}] }}")
+                if all(isinstance(s, str) for s in spec):    # read so, for the rest
+                    self._can_transition(name, spec, (*base, name))
+                    self.agents[name] = AgentSpec(name, tuple(spec), None)
+                continue
             model = self.validate(_AgentModel, spec if spec is not None else {},
                                   (*base, name))
             if model is None:
                 continue
-            for i, state in enumerate(model.can_transition):
-                if state not in self.state_names:
-                    self.problem((*base, name, "canTransition", i),
-                                 f"agent {name!r} lists unknown state {state!r}"
-                                 f"{_suggest(state, self.state_names)}; the states are: "
-                                 f"{_one_of(self.state_names)}")
+            self._can_transition(name, model.can_transition, (*base, name, "canTransition"))
             self.agents[name] = AgentSpec(name, tuple(model.can_transition),
                                           model.instructions)
+
+    def _can_transition(self, name: str, states: list[str], path: Path) -> None:
+        """Check that agent ``name`` lists only states of the machine (at ``path``)."""
+        for i, state in enumerate(states):
+            if state not in self.state_names and not self.partial:
+                self.problem((*path, i), f"agent {name!r} lists unknown state {state!r}"
+                             f"{_suggest(state, self.state_names)}; the states are: "
+                             f"{_one_of(self.state_names)}")
 
     # a state
     def _state(self, name: str, model: _StateModel) -> StateSpec | None:  # noqa: C901 - one check per way a state is declared wrong
@@ -354,7 +410,7 @@ class _Checker:
             t = self.validate(_TransitionModel, raw, tpath)
             if t is None:
                 continue
-            if t.to_state not in self.state_names:
+            if t.to_state not in self.state_names and not self.partial:
                 self.problem((*tpath, "toState"), f"unknown target state {t.to_state!r}"
                              f"{_suggest(t.to_state, self.state_names)}; the states are: "
                              f"{_one_of(self.state_names)}")
@@ -467,9 +523,11 @@ class _Checker:
                          offset=None if exc.offset is None else exc.offset + offset)
             return None
         ok = True
+        tokens = tokenize(expression.source) if expression.unknown_names else []
+        where = {t.offset: k for k, t in enumerate(tokens)}
         for name, at in expression.unknown_names:
-            self.problem(path, f"CEL: unknown name {name!r}; read context fields as "
-                               f"context.{name}", offset=at + offset)
+            self.problem(path, self._unknown_name(name, _compared_field(tokens, where.get(at))),
+                         offset=at + offset)
             ok = False
         for use in expression.uses:
             if use.name not in self.field_names:
@@ -483,6 +541,38 @@ class _Checker:
                 self.problem(path, wrong, offset=comparison.offset + offset)
                 ok = False
         return expression if ok else None
+
+    def _unknown_name(self, name: str, compared: str | None) -> str:
+        """What to write instead of the unknown name ``name`` (compared with field
+        ``compared``, or None): a field read as ``context.NAME``, or a word in quotes; an
+        enum value is never a variable."""
+        if name in self.field_names:
+            return (f"CEL: unknown name {name!r}; read context fields as context.{name}")
+        enums = [f for f in self.fields.values() if f.type == "enum"]
+        owner = next((f for f in enums if name in f.values), None) \
+            or next((f for f in enums if name.casefold() in
+                     (v.casefold() for v in f.values)), None)
+        if owner is None and compared is not None:
+            owner = self.fields.get(compared)
+        if owner is not None and owner.type == "enum":
+            value = next((v for v in owner.values if v.casefold() == name.casefold()), None)
+            if value is not None:
+                return (f"CEL: unknown name {name!r}: {value!r} is a value of enum field "
+                        f"{owner.name!r}, and a value is written in quotes: "
+                        f"context.{owner.name} == {value!r}")
+            return (f"CEL: unknown name {name!r}: to compare enum field {owner.name!r} "
+                    f"with a word, quote it{_suggest(name, owner.values)}; its values "
+                    f"are: {_one_of(owner.values)}")
+        if compared is not None:
+            return (f"CEL: unknown name {name!r}: to compare {compared!r} with the word, "
+                    f"quote it: context.{compared} == {name!r}")
+        close = difflib.get_close_matches(name, list(self.field_names), n=1, cutoff=0.6)
+        if close:
+            return (f"CEL: unknown name {name!r}; the only variable is `context` (did you "
+                    f"mean context.{close[0]}?)")
+        return (f"CEL: unknown name {name!r}; the only variable is `context`: read a "
+                f"field as context.FIELD, and write a word in quotes ({name!r}); the "
+                f"fields are: {_one_of(self.field_names)}")
 
     def _compared_wrongly(self, comparison: LiteralComparison) -> str | None:
         """What is wrong with comparing a field with a literal: an enum value that is
@@ -638,6 +728,26 @@ class _Checker:
                              "the state", key=True)
 
 
+def _compared_field(tokens: list[Token], k: int | None) -> str | None:
+    """The field ``F`` when the name at token ``k`` is compared with it:
+    ``context.F == NAME``, ``NAME != context.F`` or ``context.F in [..., NAME]``."""
+    if k is None:
+        return None
+    texts = [t.text for t in tokens]
+    if k >= 4 and texts[k - 1] in ("==", "!=") and texts[k - 4:k - 2] == [CONTEXT, "."]:
+        return texts[k - 2]
+    if k + 4 < len(texts) and texts[k + 1] in ("==", "!=") \
+            and texts[k + 2:k + 4] == [CONTEXT, "."]:
+        return texts[k + 4]
+    j = k
+    while j > 0 and k - j < 64 and texts[j - 1] not in ("[", "]", "(", ")"):
+        j -= 1
+    if j >= 5 and texts[j - 1] == "[" and texts[j - 2] == "in" \
+            and texts[j - 5:j - 3] == [CONTEXT, "."]:
+        return texts[j - 3]
+    return None
+
+
 def _add_reads(reads: set[str] | None, expression: Expression | None) -> set[str] | None:
     if reads is None or expression is None:
         return reads
@@ -645,6 +755,68 @@ def _add_reads(reads: set[str] | None, expression: Expression | None) -> set[str
         return None
     reads.update(expression.fields)
     return reads
+
+
+_SECTIONS = ("name", "initialState", "context", "agents", "states")
+
+
+def _checked_before(text: str, source: str, stopped: int) -> list[SpecProblem]:
+    """The problems of the states before a YAML syntax error (issue 20, item 8: a
+    syntax error no longer hides the mistakes before it), or none.
+
+    Only when the error is inside ``states:`` and every section a state refers to
+    (``context``, ``agents``) comes before it, as in seed 003: then the states before
+    the one the error is in are checked whole, except what needs the states after it
+    (target states, the graph). The state the error is in is not reported on.
+    """
+    located = readable_prefix(text, source, stopped)
+    if located is None:
+        return []
+    fsm = located.data.get("fsm") if isinstance(located.data, dict) else None
+    if not isinstance(fsm, dict) or list(fsm)[-1:] != ["states"] \
+            or not all(k in fsm for k in _SECTIONS) or not isinstance(fsm["states"], dict) \
+            or not fsm["states"]:
+        return []
+    last = located.mark(("fsm", "states", list(fsm["states"])[-1]), key=True)
+    if last is None:
+        return []
+    checker = _Checker(located, [], partial=True)
+    checker.run()
+    return [p for p in checker.problems if p.line is not None and p.line < last.line]
+
+
+def _fold_typos(checker: _Checker, problems: list[SpecProblem],
+                read: set[tuple[int | None, int | None]],
+                found: list[SpecProblem]) -> list[SpecProblem]:
+    """``found`` with the problems that follow only from misspelled keys folded into the
+    first misspelling's problem (issue 20, item 8: ``contxt:`` for ``context:`` gave 29
+    problems after the right one).
+
+    The document is checked again as if every misspelled key were spelled as suggested;
+    a problem of the first check that the second does not have follows from a
+    misspelling, and is counted, not shown. The second check's own problems (those
+    that remain once the keys are fixed) are reported.
+    """
+    renames = [(parent, key, meant) for _, parent, key, meant in checker.typos]
+    again = _Checker(checker.doc.renamed(renames), list(problems))
+    again.run()
+    typo_problems = [t[0] for t in checker.typos]
+    remaining = [p for p in again.problems[len(problems):] if (p.line, p.column) not in read]
+    kept = {(p.line, p.column, p.message) for p in remaining}
+    folded = [p for p in found if p not in typo_problems and p not in problems
+              and (p.line, p.column, p.message) not in kept]
+    shown = [p for p in typo_problems if (p.line, p.column, p.message) not in kept]
+    if not shown:                   # every misspelling is still one after the renames
+        return [*problems, *remaining]
+    first, *others = shown
+    count = len(folded)
+    if count:
+        these = "it" if not others else "these misspelled keys"
+        first = SpecProblem(first.path, first.line, first.column, (
+            f"{first.message}; and {count} problem{'s' if count != 1 else ''} that "
+            f"follow{'s' if count == 1 else ''} from {these} (not shown: fix the key and "
+            "run again)"))
+    return [*problems, first, *others, *remaining]
 
 
 def _fits(kind: str, value: Any) -> str | None:
@@ -681,15 +853,18 @@ def load_spec(text: str, source: str = "<string>") -> MachineSpec:
             line and column.
         MissingDependency: PyYAML or common-expression-language is not installed.
     """
-    located, problems = load_yaml(text, source)
+    located, problems, stopped = load_yaml_until_error(text, source)
     if located is None:
-        raise MachineSpecError(problems)
+        before = [] if stopped is None else _checked_before(text, source, stopped)
+        raise MachineSpecError([*before, *problems])
     read = {(p.line, p.column) for p in problems}   # a value YAML could not give
     checker = _Checker(located, list(problems))
     spec = checker.run()
     if checker.problems or spec is None:
         found = problems + [p for p in checker.problems[len(problems):]
                             if (p.line, p.column) not in read]     # not its consequences
+        if checker.typos:
+            found = _fold_typos(checker, problems, read, found)
         ordered = sorted(found,
                          key=lambda p: (p.line is None, p.line or 0, p.column or 0))
         raise MachineSpecError(ordered or [SpecProblem(source, None, None, "invalid machine")])

@@ -12,17 +12,28 @@ or holding a recursive alias (``a: &x [*x]``) is refused by name, at its line an
 column; libyaml's composer recurses in C and would otherwise overflow the stack, and our
 builder would recurse forever on a node that contains itself. Numbers beyond 64 bits
 (CEL's integers) are refused, and an alias bomb stops at ``_MAX_NODES`` nodes.
+
+Messages name the fix (issue 20, item 8): a control character is reported at its line
+and column in one line; a tab in the indentation says that YAML forbids tabs there; a
+key indented less than the keys before it (which YAML reads as closing their mapping,
+so the *next* line is where PyYAML complains) is reported at its own line; every YAML
+syntax error says that checking stopped there. A position inside a scalar (a CEL error
+column, an unclosed ``{{``) is found in the source by walking the scalar's text as
+written, so it is right in ``>-`` and ``|`` blocks and in quoted text spanning lines.
 """
 
 from __future__ import annotations
 
 import datetime
+import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SpecProblem
 
-__all__ = ["MAX_YAML_DEPTH", "Located", "Mark", "Path", "load_yaml"]
+__all__ = ["MAX_YAML_DEPTH", "Located", "Mark", "Path", "load_yaml", "load_yaml_until_error",
+           "readable_prefix"]
 
 Path = tuple[str | int, ...]
 """Where a value is in the document: keys and list indexes from the root."""
@@ -33,6 +44,10 @@ MAX_YAML_DEPTH = 64
 deep); deeper is refused at load, aliases included."""
 _INT64 = 2 ** 63
 _STR = "tag:yaml.org,2002:str"
+_NON_PRINTABLE = re.compile(        # what YAML 1.1 (and PyYAML's reader) refuses
+    "[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]")
+_MAX_CONTROL_PROBLEMS = 10
+_STOPPED = "checking stopped here: fix it and run again to see the rest"
 _PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{t}" for t in (
     "str", "int", "float", "bool", "null", "seq", "map", "timestamp", "binary", "merge"))
 
@@ -76,12 +91,44 @@ class Located:
         source: the file name used in problems.
         values: the YAML node of the value at each path.
         keys: the YAML node of the key of each mapping entry, by the entry's path.
+        text: the YAML text itself, to place an offset inside a scalar that spans lines.
     """
 
     data: Any
     source: str
     values: dict[Path, Any] = field(default_factory=dict)
     keys: dict[Path, Any] = field(default_factory=dict)
+    text: str = ""
+    _lines: list[str] | None = field(default=None, repr=False, compare=False)
+    _places: dict[int, list[Mark | None]] = field(default_factory=dict, repr=False,
+                                                  compare=False)
+
+    def renamed(self, renames: list[tuple[Path, str, str]]) -> Located:
+        """This document with some mapping keys renamed (each ``(path of the mapping,
+        old key, new key)``), every position kept: used to check a file as if a
+        misspelled key were spelled right, so that the problems that follow only from
+        the misspelling can be told apart (see ``load_spec``).
+
+        Args:
+            renames: the keys to rename; one whose mapping already has the new key, or
+                lacks the old one, is skipped.
+
+        Returns:
+            A new document; this one is not changed.
+        """
+        data = self.data
+        for parent, old, new in renames:
+            data = _renamed(data, parent, old, new)
+        by_path = {(*parent, old): new for parent, old, new in renames}
+        tables: list[dict[Path, Any]] = []
+        for table in (self.values, self.keys):
+            copy = dict(table)
+            for path, node in table.items():
+                moved = _moved(path, by_path)
+                if moved != path:
+                    copy[moved] = node
+            tables.append(copy)
+        return Located(data, self.source, tables[0], tables[1], self.text)
 
     def mark(self, path: Path, *, key: bool = False) -> Mark | None:
         """The position of ``path`` (its key when ``key``), else of its nearest
@@ -120,24 +167,230 @@ class Located:
         mark = self.mark(path, key=key)
         if mark is None:
             return SpecProblem(self.source, None, None, message)
-        column = mark.column
-        info = self.scalar(path)
-        if offset is not None and info is not None and info.single_line:
-            column += offset + (1 if info.style in ("'", '"') else 0)
-        return SpecProblem(self.source, mark.line, column, message)
+        node = None if key else self.values.get(path)
+        if node is not None and self.scalar(path) is not None:
+            if offset is None and node.style in ("|", ">"):
+                offset = 0           # the block's first line, not its `>-` indicator
+            if offset is not None:
+                mark = self._inside(node, offset) or mark
+        return SpecProblem(self.source, mark.line, mark.column, message)
+
+    def _inside(self, node: Any, offset: int) -> Mark | None:
+        """Where character ``offset`` of scalar ``node``'s value is in the source, or
+        None when not found (see :func:`_positions`; computed once per scalar)."""
+        if not self.text:
+            return None
+        found = self._places.get(id(node))
+        if found is None:
+            if self._lines is None:
+                self._lines = self.text.split("\n")
+            found = self._places[id(node)] = _positions(self._lines, node)
+        return found[offset] if 0 <= offset < len(found) else None
+
+
+_ESCAPE_WIDTH = {"x": 4, "u": 6, "U": 10}
+
+
+def _positions(lines: list[str], node: Any) -> list[Mark | None]:
+    """The place in the source of each character of scalar ``node``'s value: its text as
+    written is walked alongside the value (folded line breaks, stripped indentation,
+    escapes and doubled quotes skipped), so a place is right inside ``>-`` and ``|``
+    blocks and in quoted text spanning lines. Linear in the scalar's length."""
+    written = _written(lines, node)
+    value: str = node.value
+    places: list[Mark | None] = [None] * len(value)      # and one more: the end
+    i = k = 0
+    while k < len(written) and i < len(value):
+        line, column, char = written[k]
+        if value[i] == char:
+            places[i] = Mark(line, column)
+            i += 1
+        elif char == "\\" and node.style == '"':
+            places[i] = Mark(line, column)
+            k += _ESCAPE_WIDTH.get(written[k + 1][2] if k + 1 < len(written) else "", 2)
+            i += 1
+            continue
+        elif char == "\n" and value[i] == " ":
+            places[i] = Mark(line, column)      # a line break folded into a space
+            i += 1
+        k += 1
+    last = next((m for m in reversed(places) if m is not None), None)
+    places.append(None if last is None or places[-1] is None
+                  else Mark(last.line, last.column + 1))     # just after the end
+    return places
+
+
+def _written(lines: list[str], node: Any) -> list[tuple[int, int, str]]:
+    """The characters of scalar ``node`` as written, each with its 1-based line and
+    column; line breaks kept as ``"\\n"``, indentation and quotes left out."""
+    start, end = node.start_mark, node.end_mark
+    out: list[tuple[int, int, str]] = []
+    if node.style in ("|", ">"):
+        body = range(start.line + 1, min(end.line + 1, len(lines)))
+        indent = next((len(lines[n]) - len(lines[n].lstrip(" ")) for n in body
+                       if lines[n].strip()), 0)
+        for n in body:
+            out.extend((n + 1, c + 1, lines[n][c]) for c in range(indent, len(lines[n])))
+            out.append((n + 1, len(lines[n]) + 1, "\n"))
+        return out
+    quoted = 1 if node.style in ("'", '"') else 0
+    for n in range(start.line, min(end.line + 1, len(lines))):
+        row = lines[n]
+        first = start.column + quoted if n == start.line else len(row) - len(row.lstrip())
+        last = end.column - quoted if n == end.line else len(row)
+        out.extend((n + 1, c + 1, row[c]) for c in range(first, min(last, len(row))))
+        if n != end.line:
+            out.append((n + 1, len(row) + 1, "\n"))
+    return out
+
+
+def _moved(path: Path, renames: dict[Path, str]) -> Path:
+    """``path`` with each renamed key on it (``renames``: the old key's path to the new
+    key) replaced; one look-up per level."""
+    parts = list(path)
+    for depth in range(1, len(path) + 1):
+        new = renames.get(path[:depth])
+        if new is not None:
+            parts[depth - 1] = new
+    return tuple(parts)
+
+
+def _renamed(data: Any, parent: Path, old: str, new: str) -> Any:
+    """``data`` with key ``old`` of the mapping at ``parent`` renamed ``new`` (copies
+    along the path; the rest shared)."""
+    if not parent:
+        if not isinstance(data, dict) or old not in data or new in data:
+            return data
+        return {new if k == old else k: v for k, v in data.items()}
+    head, rest = parent[0], parent[1:]
+    if isinstance(data, dict) and isinstance(head, str) and head in data:
+        return {**data, head: _renamed(data[head], rest, old, new)}
+    if isinstance(data, list) and isinstance(head, int) and 0 <= head < len(data):
+        return [*data[:head], _renamed(data[head], rest, old, new), *data[head + 1:]]
+    return data
+
+
+def _control_problems(text: str, source: str) -> list[SpecProblem]:
+    """One problem (one line, with line and column) per character YAML does not allow
+    in a file, at most ``_MAX_CONTROL_PROBLEMS``."""
+    problems: list[SpecProblem] = []
+    for found in _NON_PRINTABLE.finditer(text):
+        if len(problems) == _MAX_CONTROL_PROBLEMS:
+            break
+        at = found.start()
+        line = text.count("\n", 0, at) + 1
+        column = at - (text.rfind("\n", 0, at) + 1) + 1
+        char = found.group()
+        name = unicodedata.name(char, "")
+        shown = f"U+{ord(char):04X}" + (f" ({name.lower()})" if name else "")
+        problems.append(SpecProblem(source, line, column, (
+            f"control character {shown} here: YAML allows no "
+            "control characters in a file; delete it (in double quotes, write it as an "
+            f"escape such as \\x{ord(char):02x}); {_STOPPED}")))
+    return problems
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _key_line(line: str) -> bool:
+    """Whether ``line`` is a block mapping key (``name:``), perhaps with its value."""
+    stripped = line.strip()
+    return bool(stripped) and not stripped.startswith(("#", "-")) and (
+        ": " in stripped or stripped.endswith(":"))
+
+
+def _syntax_problem(text: str, source: str, line: int | None, column: int | None,
+                    what: str) -> SpecProblem:
+    """The problem for a YAML syntax error at 0-based ``line``, ``column``, saying how to
+    fix it: a tab in the indentation, a key indented less than its siblings, or else
+    the parser's words."""
+    if line is None or column is None:
+        return SpecProblem(source, None, None,
+                           f"YAML syntax error: {what}; fix the YAML at this place; {_STOPPED}")
+    lines = text.split("\n")
+    for n in (line, line - 1):
+        row = lines[n] if 0 <= n < len(lines) else ""
+        lead = row[:len(row) - len(row.lstrip(" \t"))]
+        if "\t" in lead:
+            return SpecProblem(source, n + 1, lead.index("\t") + 1, (
+                "a tab in the indentation: YAML forbids tabs there (it reads only spaces as "
+                f"indentation); indent with spaces instead; {_STOPPED}"))
+    if "did not find expected key" in what and 0 <= line < len(lines):
+        dedented = _dedented_key(lines, line)
+        if dedented is not None:
+            at, sibling, owner = dedented
+            key, like = _key_of(lines[at]), _key_of(lines[sibling])
+            width = _indent(lines[sibling])
+            under = f"a key of `{_key_of(lines[owner])}:`" if owner is not None \
+                else "a top-level key"
+            return SpecProblem(source, at + 1, _indent(lines[at]) + 1, (
+                f"`{key}:` is indented {_indent(lines[at])} spaces, less than the keys "
+                f"before it ({width} spaces, like `{like}:` at line {sibling + 1}), so YAML "
+                f"ends their mapping here and reads `{key}` as {under}; line {line + 1}, "
+                f"indented {width}, then belongs nowhere (that is where YAML complains). "
+                f"Indent `{key}:` by {width} spaces, like `{like}:`; {_STOPPED}"))
+    return SpecProblem(source, line + 1, column + 1,
+                       f"YAML syntax error: {what}; fix the YAML at this place; {_STOPPED}")
+
+
+def _key_of(line: str) -> str:
+    return line.strip().split(":")[0].strip()
+
+
+def _dedented_key(lines: list[str], line: int) -> tuple[int, int, int | None] | None:
+    """For "did not find expected key" at 0-based ``line``: the key line above it that
+    is indented less than both the error line and the key lines before it (the one a
+    user dedented by mistake), with the sibling key line it should align with and the
+    key line it now falls under (None: none, it is top-level)."""
+    wanted = _indent(lines[line])
+    content = [n for n in range(line - 1, -1, -1)
+               if lines[n].strip() and not lines[n].strip().startswith("#")]
+    culprit = next((n for n in content if _indent(lines[n]) < wanted), None)
+    if culprit is None or not _key_line(lines[culprit]):
+        return None
+    before = [n for n in content if n < culprit]
+    sibling = next((n for n in before if _indent(lines[n]) <= wanted), None)
+    if sibling is None or _indent(lines[sibling]) != wanted or not _key_line(lines[sibling]):
+        return None
+    owner = next((n for n in before if _indent(lines[n]) < _indent(lines[culprit])
+                  and _key_line(lines[n])), None)
+    return culprit, sibling, owner
 
 
 def load_yaml(text: str, source: str) -> tuple[Located | None, list[SpecProblem]]:
-    """Read one YAML document safely.
+    """Read one YAML document safely (see :func:`load_yaml_until_error`).
 
     Args:
         text: the YAML text.
         source: the file name to report problems with.
 
     Returns:
-        ``(document, problems)``. A syntax error gives ``(None, [that error])``; other
-        problems (duplicate keys, merge keys, non-scalar keys) come with the document
-        as it could be read.
+        ``(document, problems)``, as :func:`load_yaml_until_error`.
+
+    Raises:
+        MissingDependency: PyYAML is not installed.
+    """
+    located, problems, _ = load_yaml_until_error(text, source)
+    return located, problems
+
+
+def load_yaml_until_error(text: str, source: str
+                          ) -> tuple[Located | None, list[SpecProblem], int | None]:
+    """Read one YAML document safely, and tell where a syntax error's construct begins.
+
+    Args:
+        text: the YAML text.
+        source: the file name to report problems with.
+
+    Returns:
+        ``(document, problems, line)``. A syntax error gives ``(None, [that error],
+        line)``, ``line`` the 1-based line where the construct it is in begins (a flow
+        bracket's line, a dedented key's, a tab's), before which the text may still be
+        read; other problems that stop the reading (a control character, nesting too
+        deep) give ``(None, [problems], None)``; others (duplicate keys, merge keys,
+        non-scalar keys) come with the document as it could be read, and ``None``.
 
     Raises:
         MissingDependency: PyYAML is not installed.
@@ -149,27 +402,38 @@ def load_yaml(text: str, source: str) -> tuple[Located | None, list[SpecProblem]
         raise MissingDependency("reading a state machine needs the fsm extra: "
                                 "pip install 'foreperson[fsm]'") from exc
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    controls = _control_problems(text, source)
+    if controls:
+        return None, controls, None
     try:
         refused = _shape_problem(yaml, text, loader, source)
         if refused is not None:
-            return None, [refused]
+            return None, [refused], None
         root = yaml.compose(text, Loader=loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        what = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
-        line = mark.line + 1 if mark is not None else None
-        column = mark.column + 1 if mark is not None else None
-        return None, [SpecProblem(source, line, column,
-                                  f"YAML syntax error: {what}; fix the YAML at this place")]
+        opened = exc.context_mark
+        context = exc.context
+        if context and opened is not None and mark is not None \
+                and (opened.line, opened.column) != (mark.line, mark.column):
+            context += f" (begun at line {opened.line + 1}, column {opened.column + 1})"
+        what = " ".join(p for p in (context, exc.problem) if p) or "invalid YAML"
+        problem = _syntax_problem(text, source, None if mark is None else mark.line,
+                                  None if mark is None else mark.column, what)
+        begins = [m.line + 1 for m in (exc.problem_mark, exc.context_mark) if m is not None]
+        if problem.line is not None:
+            begins.append(problem.line)         # a dedented key, a tab
+        return None, [problem], min(begins) if begins else None
     except yaml.YAMLError as exc:
-        return None, [SpecProblem(source, None, None, f"YAML error: {exc}")]
+        first = str(exc).split("\n")[0]
+        return None, [SpecProblem(source, None, None, f"YAML error: {first}; {_STOPPED}")], None
     if root is None:
         return None, [SpecProblem(source, None, None,
-                                  "the file is empty; a machine starts with `fsm:`")]
+                                  "the file is empty; a machine starts with `fsm:`")], None
     builder = _Builder(yaml, source)
-    located = Located(None, source)
+    located = Located(None, source, text=text)
     located.data = builder.build(root, (), located)
-    return located, builder.problems
+    return located, builder.problems, None
 
 
 def _shape_problem(yaml: Any, text: str, loader: Any, source: str) -> SpecProblem | None:
@@ -287,3 +551,21 @@ class _Builder:
                                 "integers): write a smaller number, or put it in quotes")
             return None
         return value
+
+
+def readable_prefix(text: str, source: str, line: int) -> Located | None:
+    """The document made of the lines of ``text`` before 1-based ``line`` (where a YAML
+    syntax error's construct begins: see :func:`load_yaml_until_error`), so that what
+    comes before the error can still be checked; None when that part cannot be read
+    cleanly either.
+
+    Args:
+        text: the YAML text.
+        source: the file name to report problems with.
+        line: the first line left out.
+
+    Returns:
+        The document, or None.
+    """
+    located, problems = load_yaml("\n".join(text.split("\n")[:line - 1]), source)
+    return None if located is None or problems else located
