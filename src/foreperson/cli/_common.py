@@ -93,3 +93,24 @@ def start_metrics(store: TaskStore, port: int | None, host: str) -> Callable[[],
             telemetry.remove_sink(sink)
 
     return stop
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def shown(value: object) -> Any:
+    """Text from task data, labels or model output as a terminal may show it: a
+    ``rich.text.Text`` (so ``[/bold]`` is printed, never read as markup) with every
+    control character but tab and newline written as an escape (``\\x1b``), so an ESC
+    sequence in a task's error cannot move the cursor or recolour the terminal.
+
+    Args:
+        value: anything; None is shown as an empty text.
+
+    Returns:
+        A ``rich.text.Text``.
+    """
+    from rich.text import Text
+
+    text = "" if value is None else str(value)
+    return Text(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))

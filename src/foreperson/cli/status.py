@@ -12,7 +12,7 @@ from ..work.task import Status, Task
 
 if TYPE_CHECKING:
     from ..work.metrics import TimelinePoint
-from ._common import DB_HELP, DSN_HELP, SCHEMA_HELP, open_store, where
+from ._common import DB_HELP, DSN_HELP, SCHEMA_HELP, open_store, shown, where
 
 
 def status(
@@ -95,7 +95,7 @@ def _print(source: str, stats: StoreStats, workers: list[dict[str, Any]],
 def _counts_table(source: str, stats: StoreStats) -> Any:
     from rich.table import Table
 
-    counts = Table(title=f"{stats.total} tasks in {source}")
+    counts = Table(title=shown(f"{stats.total} tasks in {source}"))
     for s in Status:
         counts.add_column(s.value, justify="right")
     counts.add_row(*(str(stats.counts[s]) for s in Status))
@@ -111,7 +111,7 @@ def _workers_table(workers: list[dict[str, Any]]) -> Any:
                          else "left")
     for w in workers:
         beat = w["last_heartbeat"]
-        table.add_row(w["name"], str(w["active"]), str(w["completed"]), str(w["failed"]),
+        table.add_row(shown(w["name"]), str(w["active"]), str(w["completed"]), str(w["failed"]),
                       beat[:19].replace("T", " ") if beat else "-", w["health"])
     return table
 
@@ -131,15 +131,15 @@ def _history_table(history: list[TimelinePoint]) -> Any:
 def _dead_table(stats: StoreStats, dead: list[Task]) -> Any:
     from rich.table import Table
 
-    shown = (f"the newest {len(dead)} of {stats.counts[Status.DEAD]}"
-             if stats.counts[Status.DEAD] > len(dead) else f"{len(dead)}")
-    table = Table(title=f"DEAD tasks, {shown} shown (foreperson retry puts them back)")
+    how_many = (f"the newest {len(dead)} of {stats.counts[Status.DEAD]}"
+                if stats.counts[Status.DEAD] > len(dead) else f"{len(dead)}")
+    table = Table(title=f"DEAD tasks, {how_many} shown (foreperson retry puts them back)")
     table.add_column("id", overflow="fold", no_wrap=False)   # whole: for `retry ID`
     for col in ("kind", "attempts", "why", "error"):
         table.add_column(col)
     for t in dead:
-        table.add_row(t.id, t.kind, str(t.attempts), (t.reason or "").replace("_", " "),
-                      (t.error or "")[:120])
+        table.add_row(shown(t.id), shown(t.kind), str(t.attempts),
+                      (t.reason or "").replace("_", " "), shown((t.error or "")[:120]))
     return table
 
 
