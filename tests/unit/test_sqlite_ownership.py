@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from foreperson.errors import ConfigurationError
+from foreperson.errors import ConfigurationError, StoreError
 from foreperson.work import Task
 from foreperson.work.stores.sqlite import SqliteStore
 
@@ -69,3 +69,27 @@ def test_a_foreperson_database_opens_for_reading_and_a_new_file_is_created(tmp_p
         store.add([Task("work", {}, id="t1")])
     with SqliteStore(path, create=False) as store:          # a reader opens it
         assert store.get("t1") is not None
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1_000_000.0
+
+    def now(self) -> float:
+        return self.t
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_database_deleted_or_replaced_under_the_store_stops_its_writes(tmp_path, how):
+    path = tmp_path / "jobs.db"
+    clock = Clock()
+    store = SqliteStore(path, clock=clock)
+    store.add([Task("work", {}, id="t1")])
+    for suffix in ("", "-wal", "-shm"):
+        (tmp_path / f"jobs.db{suffix}").unlink(missing_ok=True)
+    if how == "replaced":
+        SqliteStore(path).close()                      # another, empty database
+    clock.t += 1.0                                     # the check runs once a second
+    with pytest.raises(StoreError, match="was deleted or replaced while this process"):
+        store.add([Task("work", {}, id="t2")])
+    store.close()

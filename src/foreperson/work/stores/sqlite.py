@@ -66,6 +66,17 @@ def _store_error(path: str, exc: sqlite3.Error, doing: str = "") -> StoreError:
                       transient=isinstance(exc, sqlite3.OperationalError))
 
 
+def _identity(path: str) -> tuple[int, int] | None:
+    """The file's (device, inode), or None for an in-memory database or a missing file."""
+    if path == ":memory:" or path.startswith("file:"):
+        return None
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return (-1, -1)
+    return info.st_dev, info.st_ino
+
+
 def _starting(start: bool | int, count: int) -> int:
     """How many of ``count`` claims start at once (``start``: all, none, or a number)."""
     if isinstance(start, bool):
@@ -137,6 +148,7 @@ class SqliteStore(SqlitePruning):
             self._conn.execute(sql.SET_FOREIGN_KEYS_OFF)
             self._migrate()
             self._second = -1
+            self._identity = _identity(self.path)
         except sqlite3.Error as exc:
             self._close_quietly()
             raise StoreError(f"cannot open task database {self.path}: {exc}") from exc
@@ -225,6 +237,7 @@ class SqliteStore(SqlitePruning):
             second = int(self.clock.now())
             try:
                 if second != self._second and self._second is not None:
+                    self._check_file()                 # once a second, like the clock
                     # the second the aggregates' triggers file this transaction's changes
                     # under (written once a second, not once a transaction)
                     self._conn.execute(sql.SET_CLOCK, (second,))
@@ -243,6 +256,20 @@ class SqliteStore(SqlitePruning):
                     raise _store_error(self.path, exc, "commit failed: ") from exc
                 if self._second is not None:
                     self._second = second
+
+    def _check_file(self) -> None:
+        """Refuse to go on writing to a file that was deleted or replaced under this
+        store (its writes would go to a file nobody can open any more).
+
+        Raises:
+            StoreError: the path is gone, or is another file now.
+        """
+        if self._identity is None or _identity(self.path) == self._identity:
+            return
+        raise StoreError(
+            f"{self.path} was deleted or replaced while this process had it open: what was "
+            "written since went to the old file; stop the job, put the database back (or "
+            "start again with a new --db) and run it again")
 
     def _rollback(self) -> None:
         """Roll the transaction back, if SQLite has not already (it does by itself on
