@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import signal
 import sqlite3
 import subprocess
@@ -409,6 +410,20 @@ def test_the_summary_says_the_bundled_model_is_a_demo(tmp_path):
     (tmp_path / "in.csv").write_text("id,body\n1,please refund\n")
     done = foreperson("tickets", "in.csv", "--workers", "2", "--no-progress", cwd=tmp_path)
     assert "demo set" in done.stdout and "--examples" in done.stdout
+
+
+def test_the_demo_models_summary_says_in_one_line_why_and_what_to_do(tmp_path):
+    # issue 23, item 2: every ticket flagged; one line says why, what its scores mean
+    # beside "right N % of the time", and what --examples / --min-confidence would do
+    sample = ROOT / "examples" / "tickets_sample.csv"
+    done = foreperson("tickets", str(sample), "--no-progress", cwd=tmp_path)
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("every ticket went to")]
+    assert "demo set" in line and "of the time on examples it had not trained on" in line
+    assert "are not chances of being right" in line and "--examples FILE" in line
+    assert re.search(r"--min-confidence 0\.\d\d lets \d+ of these 25 tickets through", line)
+    _, out = default_names(sample)
+    reasons = [r["reason"] for r in read_results(tmp_path / out)]
+    assert all("whatever its score" in r for r in reasons)
 
 
 def test_a_run_refused_before_any_work_leaves_no_task_database(tmp_path):

@@ -71,3 +71,43 @@ def test_with_remote_workers_only_the_job_says_when_nothing_takes_its_tasks(job,
     assert len(said) == 1
     assert said[0].startswith("no live worker has taken this job's tasks for")
     assert said[0].endswith("start them with: X=1 worker")
+
+
+def _records(path) -> list[dict]:
+    import json
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_security_legal_and_outage_flags_raise_the_priority_and_say_so(job, tmp_path):
+    # issue 23, item 5: no priority column, a security flag: high, not "medium"
+    file = TicketFile([Ticket("S1", "", "my invoice 1 shows a wrong charge, my account was "
+                              "hacked", 2),
+                       Ticket("P1", "", "my invoice 2 shows a wrong charge", 3)], path="in.csv")
+    anyio.run(lambda: run_job(file, MemoryStore(), tmp_path / "o.jsonl", workers=1, job=job))
+    by_id = {r["id"]: r for r in _records(tmp_path / "o.jsonl")}
+    assert by_id["S1"]["priority"] == "high"
+    assert "priority raised to high (security, was medium)" in by_id["S1"]["reason"]
+    assert by_id["P1"]["priority"] == "medium" and "priority" not in by_id["P1"]["reason"]
+    # configurable: no signal raises it
+    quiet = TicketJob(job.model, raise_priority=())
+    anyio.run(lambda: run_job(file, MemoryStore(), tmp_path / "q.jsonl", workers=1, job=quiet))
+    assert {r["id"]: r["priority"] for r in _records(tmp_path / "q.jsonl")}["S1"] == "medium"
+
+
+def test_the_signals_that_raise_priority_come_from_the_environment(job, monkeypatch):
+    from foreperson.tickets.model import raised_priority
+    from foreperson.tickets.tasks import RAISE_PRIORITY
+
+    assert TicketJob(job.model).raise_priority == RAISE_PRIORITY == (
+        "security", "legal", "outage")
+    monkeypatch.setenv("FOREPERSON_TICKETS_RAISE_PRIORITY", "legal, angry customer")
+    assert TicketJob(job.model).raise_priority == ("legal", "angry customer")
+    monkeypatch.setenv("FOREPERSON_TICKETS_RAISE_PRIORITY", "none")
+    assert TicketJob(job.model).raise_priority == ()
+    monkeypatch.setenv("FOREPERSON_TICKETS_RAISE_PRIORITY", "lawsuit")
+    with pytest.raises(ConfigurationError, match="lawsuit is not a triage signal"):
+        TicketJob(job.model)
+    assert raised_priority("low", ["legal (lawyer)", "outage (down)"], RAISE_PRIORITY) == (
+        "high", "priority raised to high (legal and outage, was low)")
+    assert raised_priority("high", ["legal (lawyer)"], RAISE_PRIORITY) == ("high", "")
+    assert raised_priority("low", ["angry customer (rude)"], RAISE_PRIORITY) == ("low", "")

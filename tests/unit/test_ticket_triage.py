@@ -257,3 +257,34 @@ def test_the_bundled_model_is_cached_and_read_back_by_a_new_process(tmp_path):
     assert json.loads(third.stdout) == json.loads(first.stdout)    # a broken one: retrained
 
 
+
+
+@pytest.mark.parametrize("text", [
+    "The engine leak on the tarmac delayed us two hours.",
+    "There was an oil leak under the plane and we waited.",
+    "Fuel leak delayed departure",
+    "My seat was leaky and wet.",
+    "Someone took my bag from the carousel",
+    "This is a breach of your own policy, you promised a meal voucher",
+])
+def test_leaks_of_oil_and_bags_taken_from_the_belt_are_not_security(text):
+    # issue 23, item 4: neither the patterns nor the learned model call these security
+    assert "security" not in {s.name for s in ticket_signals(text, "en")}
+
+
+@pytest.mark.parametrize("text", [
+    "Customer data leaked online", "our customer database was leaked",
+    "someone leaked my password", "Credentials of our service account leaked on GitHub",
+    "a data breach exposed our customers", "someone made purchases with my card",
+])
+def test_leaks_of_data_are_still_security(text):
+    assert "security" in {s.name for s in ticket_signals(text, "en")}
+
+
+@pytest.mark.parametrize("text", [
+    "Thank you so much, your crew was wonderful and the landing was smooth!",
+    "Great job keeping the site up during the sale!",
+    "Flight was on time and staff were lovely",
+])
+def test_praise_raises_nothing(text):
+    assert ticket_signals(text, "en") == []

@@ -9,13 +9,17 @@ command prints what the job tells it as it goes, its progress and the summary.
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import re
+import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -283,7 +287,8 @@ def _share(n: int, total: int) -> str:
     return f"{n} ({n / total:.0%})" if total else str(n)
 
 
-def _threshold_lines(report: JobReport, job: TicketJob, bundled: bool) -> list[str]:
+def _threshold_lines(report: JobReport, job: TicketJob, bundled: bool,
+                     out: Path) -> list[str]:
     """What the confidence threshold is and what it did."""
     done = sum(report.categories.values())
     low = report.reasons.get("low confidence", 0)
@@ -299,11 +304,7 @@ def _threshold_lines(report: JobReport, job: TicketJob, bundled: bool) -> list[s
                      f"{_share(low, done)} of the tickets went to a human for it "
                      f"({report.low_confidence_only} for that reason alone)")
     else:
-        lines.append(f"no confidence threshold reaches {calibration.target_precision:.0%} "
-                     f"precision on the cross-validated predictions of the "
-                     f"{calibration.held_out} examples (right {calibration.accuracy:.0%} of "
-                     "the time): every ticket "
-                     "went to a human for low confidence")
+        lines.append(_untrusted_line(calibration, job, out, bundled))
         lower = job.model.reachable_target() if not bundled else None
         if lower is not None:
             lines.append(f"--target-precision {lower.target_precision:g} would let about "
@@ -315,11 +316,64 @@ def _threshold_lines(report: JobReport, job: TicketJob, bundled: bool) -> list[s
         lines.append(f"{_share(far, done)} of the tickets had no similar answered example, the "
                      "most common reason: answered tickets like them added to --examples let "
                      "more drafts through")
-    if bundled:
+    if bundled and (calibration is None or calibration.reachable
+                    or job.min_confidence is not None):
         lines.append("note: the bundled model is a 52-ticket demo set for trying the job, not "
                      "for real traffic: train on your own labelled tickets with --examples FILE "
                      "(see --evaluate) or use a language model with --model")
     return lines
+
+
+def _untrusted_line(calibration: Any, job: TicketJob, out: Path, bundled: bool) -> str:
+    """One line for a model no threshold can be trusted with: why every ticket went to a
+    human, what its scores mean beside its held-out accuracy, and what to do
+    (``--examples``, or ``--min-confidence`` with how many tickets it would let through,
+    counted in the results file ``out``)."""
+    held_out = [p for p, _ in getattr(job.model.categories, "held_out", ())]
+    only: list[float] = []         # tickets flagged for the untrusted model and nothing else
+    scores: list[float] = []
+    for record in _results(out):
+        scores.append(float(record.get("confidence") or 0.0))
+        if _UNTRUSTED_ONLY.fullmatch(str(record.get("reason") or "")):
+            only.append(float(record.get("confidence") or 0.0))
+    what = ("the bundled model is a 52-ticket demo set" if bundled
+            else f"the model trained on {calibration.held_out} examples")
+    seen = (f" and never scored above {max(held_out):.2f}" if held_out else "")
+    spread = (f" (its scores here, {min(scores):.2f}-{max(scores):.2f}, rank tickets; they "
+              "are not chances of being right)" if scores else "")
+    if only:
+        cut = math.floor(statistics.median(only) * 20) / 20
+        through = sum(c >= cut for c in only)
+        instead = (f", or --min-confidence {cut:.2f} lets {through} of these {len(scores)} "
+                   f"tickets through unflagged (expect about {calibration.accuracy:.0%} of "
+                   "them right)")
+    else:
+        instead = ("; --min-confidence would let none through: every ticket has another "
+                   "reason too")
+    return (f"every ticket went to a human: {what}, right {calibration.accuracy:.0%} of the "
+            f"time on examples it had not trained on{seen}, so no confidence threshold "
+            f"reaches {calibration.target_precision:.0%} precision{spread}; train on your own "
+            f"labelled tickets with --examples FILE{instead}")
+
+
+_UNTRUSTED_ONLY = re.compile(r"model not trusted \([^()]*\)")
+
+
+def _results(out: Path) -> list[dict[str, Any]]:
+    """The records of the results file (unreadable lines left out)."""
+    records = []
+    try:
+        with out.open(encoding="utf-8") as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict):
+                    records.append(record)
+    except OSError:
+        return []
+    return records
 
 
 def _print_summary(report: JobReport, out: Path, job: TicketJob, *, bundled: bool) -> None:
@@ -343,7 +397,7 @@ def _print_summary(report: JobReport, out: Path, job: TicketJob, *, bundled: boo
     why = ", ".join(f"{kind} {n}" for kind, n in report.reasons.most_common())
     console.print(f"needs a human: {_share(report.needs_human, done)}"
                   + (f" ({why})" if why else ""))
-    for line in _threshold_lines(report, job, bundled):
+    for line in _threshold_lines(report, job, bundled, out):
         console.print(line)
     console.print(f"retries: {report.retries}; reclaimed: {report.reclaimed}; skipped rows: "
                   f"{len(report.skipped)}")

@@ -8,8 +8,11 @@ that make anger only together with shouting), :data:`PERSON`; legal threats also
 and :data:`STRONGER` say when the words before a match cancel it; the other single
 patterns say when a match is not the signal after all (the customer's own availability,
 downtime to avoid, a price that went down, a topic rather than an incident, a call
-declined, contact details given). :data:`PROMISES` holds what a draft reply may promise
-(money, a time, contact, an outage), any language in one pattern each.
+declined, contact details given; for the learned model, :data:`NOT_SECURITY`: a leak of
+oil or a bag taken from the belt, unless :data:`SECURITY_ACT` is there too).
+:data:`PROMISES` holds what a draft reply may promise
+(money, a time, contact, availability such as "24/7", an outage), any language in one
+pattern each.
 
 Only tables live here; :mod:`~foreperson.tickets.triage` applies the signal tables and
 :func:`~foreperson.tickets.drafts.draft_promises` the promise ones.
@@ -21,7 +24,7 @@ import re
 
 __all__ = ["ANGRY", "AVAILABILITY", "AVOIDED", "CLAUSE_BREAK", "CONTACT_DETAILS", "CRASH",
            "FIRST_PERSON_BE", "GUARDING", "LAWYER", "LEGAL", "MINIMAL", "NEGATED", "NEGATIVE",
-           "NOT_NEEDED", "OUTAGE", "PERSON", "PLANNED", "PRICES", "PROMISES", "SECURITY",
+           "NOT_NEEDED", "NOT_SECURITY", "OUTAGE", "PERSON", "PLANNED", "PRICES", "PROMISES", "SECURITY", "SECURITY_ACT",
            "STRONGER", "SUE", "WHEN"]
 
 _I = re.IGNORECASE
@@ -113,8 +116,12 @@ OUTAGE = {
                r"\b(?:internet|net|wi-?fi|rede) (?:\w+ )?(?:caiu|ca[íi]da|t[áa] fora|est[áa] fora)\b"),
 }
 
+_LEAKABLE = (r"(?:data|database|passwords?|credentials?|information|info|details|e-?mails?|"
+             r"records|card (?:numbers?|details)|personal \w+|customer \w+|addresses|files)")
+
 SECURITY = {
-    "en": _any(r"\bhack(?:ed|er|ers|ing)?\b", r"\btrojans?\b", r"\bbreach(?:ed|es)?\b", r"\bphishing\b",
+    "en": _any(r"\bhack(?:ed|er|ers|ing)?\b", r"\btrojans?\b", r"\bbreach(?:ed|es)?\b(?! of (?:your |the |our |my |their )?(?:own )?(?:policy|policies|contract|"
+               r"promise|terms|trust|duty|agreement|warranty|rules|regulations?)\b)", r"\bphishing\b",
                r"\bmalware\b", r"\bransomware\b", r"\bunauthori[sz]ed\b", r"\bdata leak\w*",
                r"\bstolen\b", r"\bcompromised\b",
                r"\bfraud\w*(?! (?:prevention|detection|protection|team|department|checks?|screening|scor\w*|filters?|rules?))", r"\bidentity theft\b",
@@ -124,7 +131,10 @@ SECURITY = {
                r"(?:country|location|device|ip)\b",
                r"\bvulnerabilit(?:y|ies)\b", r"\bsecurity (?:incident|breach|issue|flaw|hole)\b",
                r"\b(?:charges?|payments?|purchases?|transactions?|orders?) (?:that )?i (?:never|didn'?t|did not) "
-               r"(?:make|made|authori[sz]e|place|recogni[sz]e)", r"\bleak(?:ed|s)?\b",
+               r"(?:make|made|authori[sz]e|place|recogni[sz]e)",
+               # a leak of data, not of oil, fuel or a seat ("engine leak on the tarmac")
+               rf"\b{_LEAKABLE} (?:\w+ ){{0,4}}(?:leak(?:ed|s)?|got out)\b", rf"\bleak(?:ed|s|ing)? (?:\w+ ){{0,3}}{_LEAKABLE}",
+               r"(?<!oil )(?<!fuel )(?<!water )(?<!gas )(?<!coolant )(?<!engine )\b(?:was|were|got|been) leaked\b",
                r"\bcloned\b", r"\bis (?:this|it|that) (?:a )?scam\b",
                r"\b(?:charges?|payments?|purchases?|transactions?)\b(?: \S+){0,5} (?:that )?i (?:never|didn'?t|did not) "
                r"(?:make|made|authori[sz]e|place|recogni[sz]e)", r"\b(?:weird|strange|unusual|unknown) log ?in\b",
@@ -336,6 +346,23 @@ PERSON = {
 }
 
 
+# -- what a learned signal is not ------------------------------------------------
+
+# the learned model leans on words ("leak", "someone took", "stolen") that also name
+# things that are no security matter: a leak of oil, fuel or water, a leaky seat, a bag
+# taken from the belt. A sentence with one of these and no security act is passed over.
+NOT_SECURITY = _any(
+    r"\b(?:oil|fuel|water|engine|hydraulic|coolant|gas|roof|pipe|tap|seat|window|tank|tyre|tire)s? "
+    r"(?:\w+ ){0,2}leak\w*", r"\bleak\w* (?:\w+ ){0,2}(?:oil|fuel|water|engine|roof|pipe|seat)s?\b",
+    r"\bleaky\b", r"\bleaking (?:roof|pipe|tap|window|seat|bottle|bag)\b",
+    r"\b(?:took|taken|grabbed|picked up) (?:my|our|the) (?:bag|bags|luggage|suitcase|seat|parcel|"
+    r"package|spot|place)\b", r"\bfrom the (?:carousel|belt|baggage claim)\b")
+SECURITY_ACT = _any(
+    r"\bhack\w*|\bbreach\w*|\bfraud\w*|\bphish\w*|\bscam\w*|\bunauthori[sz]\w*|\bcompromis\w*|"
+    r"\bpass ?words?\b|\blog(?:ged)? ?in\w*|\bsign(?:ed)? ?in\w*|\baccounts?\b|\bcards?\b|"
+    r"\bidentity\b|\bdata\b|\bcredentials?\b|\bcodes?\b|\bmalware\b|\bransom\w*")
+
+
 # -- negation ----------------------------------------------------------------------
 
 # what cancels a signal just before it ("there is no outage", "I was not hacked", "kein
@@ -443,13 +470,37 @@ PROMISES = {
         # "soon" is a promise; "immediately" is as often advice ("change your password
         # immediately") and counts only after "we"
         r"\b(?:shortly|soon|as soon as possible|asap)\b",
-        r"\b(?:we|we'll|we will|our team)\b[^.!?]{0,40}\b(?:immediately|right away)\b",
+        r"\b(?:we|we'll|we will|our (?:\w+ )?(?:team|agents?|staff|support)|someone|a technician)\b[^.!?]{0,40}"
+        r"\b(?:immediately|right away)\b",
         r"\bin k[üu]rze\b", r"\bumgehend\b", r"\bschnellstm[öo]glich\b", r"\bbald\b",
-        r"\bso schnell wie m[öo]glich\b", r"(?<!est[áa] )(?<!estão )(?<!ficou )(?<!ficará )\bpronto\b",   # pt "pronto": ready r"\blo antes posible\b",
+        # pt "pronto" is also "ready" ("está pronto"): only the other uses count
+        r"\bso schnell wie m[öo]glich\b", r"(?<!est[áa] )(?<!estão )(?<!ficou )(?<!ficará )\bpronto\b",
+        r"\blo antes posible\b", r"\ba la mayor brevedad\b",
         r"\bd[èe]s que possible\b", r"\bo mais r[áa]pido poss[íi]vel\b",
-        r"\ben breve\b", r"\bcuanto antes\b", r"\b\w+(?:emos|remos) de inmediato\b",
+        r"\ben breve\b", r"\bcuanto antes\b", r"\b\w+(?:emos|remos)\b[^.!?]{0,40}\bde inmediato\b",
         r"\bsous peu\b", r"\bdans les plus brefs d[ée]lais\b",
-        r"\bem breve\b", r"\bo quanto antes\b", r"\bbrevemente\b"),
+        r"\bem breve\b", r"\bo quanto antes\b", r"\bbrevemente\b",
+        # "promptly", "right away" and their kind: as much a promise as "shortly"
+        r"\b(?:promptly|straight away|without delay)\b",
+        r"\bfor (?:an? )?(?:immediate|prompt|quick|swift|rapid|speedy) (?:resolution|fix|response|action|"
+        r"attention|solution)\b", r"\bsofortige[nr]? (?:l[öo]sung|behebung|bearbeitung)\b",
+        r"\b(?:soluci[óo]n|resoluci[óo]n|respuesta) inmediata\b", r"\b(?:r[ée]solution|solution|r[ée]ponse) imm[ée]diate\b",
+        r"\b(?:resolu[çc][ãa]o|solu[çc][ãa]o|resposta) imediata\b",
+        r"\bunverz[üu]glich\b", r"\bohne verz[öo]gerung\b", r"\b(?:wir|werden|wird) (?:\w+ ){0,4}sofort\b",
+        r"\bsin demora\b", r"\bde (?:forma|manera) inmediata\b", r"\b\w+(?:emos|remos) (?:\w+ )?inmediatamente\b",
+        r"\bsans d[ée]lai\b", r"\bau plus vite\b", r"\bdans les meilleurs d[ée]lais\b",
+        r"\bnous (?:\w+ ){0,3}imm[ée]diatement\b",
+        r"\bsem demora\b", r"\bo mais (?:breve|r[áa]pido) poss[íi]vel\b", r"\bprontamente\b",
+        r"\b\w+(?:emos|remos|amos) (?:\w+ )?imediatamente\b"),
+    "availability": _any(
+        # "available 24/7", "around the clock": a service level someone must keep
+        r"(?<!\w)24\s?/\s?7(?!\w)", r"(?<!\w)24\s?h?\s?/\s?24(?!\w)", r"(?<!\w)7\s?j?\s?/\s?7(?!\w)",
+        r"\b(?:a|')?round[- ]the[- ]clock\b", r"\b24 hours a day\b", r"\bday and night\b",
+        r"\brund um die uhr\b", r"\b24 stunden (?:am tag|t[äa]glich)\b", r"\btag und nacht\b",
+        r"\b(?:las )?24 horas (?:del d[íi]a|al d[íi]a|por d[íi]a)\b", r"\blas 24 horas\b",
+        r"\bd[íi]a y noche\b", r"\b24 heures sur 24\b", r"\bjour et nuit\b",
+        r"\b24 horas por dia\b", r"\bdia e noite\b", r"\ba qualquer hora\b",
+        r"\bat any time of (?:the )?day\b"),
     "contact": _any(
         r"\b(?:we|i|someone|somebody|they|he|she|a (?:technician|colleague|supervisor|specialist|manager|"
         r"member of our team|team member|representative)|our (?:team|technician|specialist|manager))"

@@ -8,7 +8,13 @@ and reference numbers introduced as such ("order 55-1234", "Bestellnummer 12345"
 
 Answers taken from labelled examples are checked by :func:`foreign_identifiers`: an
 order number, e-mail address or phone number that is not in the ticket belongs to
-another customer; and by :func:`placeholders`: a ``<name>`` left in cannot be sent.
+another customer; by :func:`fill_placeholders`: a template slot (``{{Order Number}}``,
+``[Customer Support Phone Number]``, ``<name>``, ``%NAME%``, ``{order_id}``) is filled
+from the ticket where it has the value, and one left in cannot be sent; and by
+:func:`request_mismatches`: an answer to another request (the example asks to upgrade
+an account, the ticket to close one; another account tier, product or place) does not
+answer this ticket. :func:`swap_references` puts the ticket's own order number where the
+example's stood.
 
 Every draft is checked by :func:`draft_promises`: a draft that promises money (a refund,
 a credit, a price), a time ("within 5 business days", "tomorrow"), contact (a call, a
@@ -21,8 +27,9 @@ import re
 
 from ._patterns import PROMISES
 
-__all__ = ["TEMPLATE_CATEGORIES", "draft_promises", "foreign_identifiers", "personal_greeting",
-           "placeholders", "references", "signature_name", "template_reply"]
+__all__ = ["TEMPLATE_CATEGORIES", "draft_promises", "fill_placeholders", "foreign_identifiers",
+           "personal_greeting", "placeholders", "references", "request_mismatches",
+           "signature_name", "swap_references", "template_reply", "typed_references"]
 
 # Per language: greeting with and without a name, the reference sentence, the closing,
 # and per category (acknowledge, what happens next, what we need).
@@ -331,9 +338,18 @@ _GREETING = re.compile(   # a greeting, whom it greets (a placeholder or a name)
     r"hallo|guten tag|estimad[oa]|hola|querid[oa]|bonjour|ch[eè]re?|caro|cara|prezad[oa]|"
     r"ol[áa]|oi)\b(?:\(\w{1,2}\)|/\w{1,2})?[ ,]+"
     r"(?:(?i:mr|mrs|ms|dr|herr|frau|sr|sra|se[ñn]or|se[ñn]ora|mme|madame|monsieur|senhor|"
-    r"senhora)\.?\s+)?(?:<[a-z_]+>|[A-ZÀ-Ý][\w'’-]*(?:[ \t]+[A-ZÀ-Ý][\w'’-]*){0,3})"
+    r"senhora)\.?\s+)?(?:<[a-z_]+>|\{\{[^{}\n]{1,60}\}\}|\[[A-ZÀ-Ý][^\[\]\n]{0,40}\]|%[A-Za-z_]+%|"
+    r"\{[A-Za-z_]+\}|[A-ZÀ-Ý][\w'’-]*(?:[ \t]+[A-ZÀ-Ý][\w'’-]*){0,3})"
     r"[ \t]*[,:!]")
-_PLACEHOLDER = re.compile(r"<[a-z_]+>")
+_PLACEHOLDER = re.compile(   # the common template slots, one alternative per form
+    r"\{\{[^{}\n]{1,60}\}\}"                       # {{Order Number}}
+    r"|\[[A-ZÀ-Ý][^\[\]\n]{0,60}\](?!\()"           # [Customer Support Phone Number]
+    r"|<(?![/!])[^<>\n@]{1,60}>"                     # <name>, <Your Company Name>
+    r"|%[A-Za-z_][\w .-]{0,40}%"                     # %CUSTOMER_NAME%
+    r"|\{[A-Za-z_][\w .-]{0,40}\}")                  # {order_id}
+_HTML_TAG = re.compile(r"</?(?:br|p|b|i|u|em|strong|div|span|ul|ol|li|a|hr|h[1-6]|tr|td|table)"
+                       r"(?:\s[^<>]*)?/?>", re.IGNORECASE)
+_LINE_BREAK_TAG = re.compile(r"<br\s*/?>|</?p>", re.IGNORECASE)
 
 
 def personal_greeting(answer: str, ticket: str, language: str) -> str:
@@ -351,9 +367,122 @@ def personal_greeting(answer: str, ticket: str, language: str) -> str:
 
 
 def placeholders(text: str) -> list[str]:
-    """Template placeholders left in a text (``<tel_num>``, ``<name>``), each once: a
-    reply that still has them cannot be sent as it is."""
-    return list(dict.fromkeys(_PLACEHOLDER.findall(text)))
+    """Template placeholders left in a text, each once, in any of the common forms
+    (``{{Order Number}}``, ``[Customer Support Phone Number]``, ``<tel_num>``,
+    ``%NAME%``, ``{order_id}``; an HTML tag such as ``<br>`` is not one): a reply that
+    still has them cannot be sent as it is."""
+    return list(dict.fromkeys(m.group(0) for m in _PLACEHOLDER.finditer(text)
+                              if not _HTML_TAG.fullmatch(m.group(0))))
+
+
+# what a slot asks for, by the words of its name (any of the five languages): the
+# ticket's reference numbers by kind, the customer's name, the customer's e-mail
+_SLOT_KINDS = (
+    ("order", r"order|bestell|auftrag|pedido|commande|encomenda"),
+    ("invoice", r"invoice|rechnung|factura|facture|fatura"),
+    ("tracking", r"tracking|sendung|seguimiento|suivi|rastreio"),
+    ("account", r"acc(?:oun)?t?_?n|account|kunden|cuenta|compte|conta"),
+    ("ticket", r"ticket|case|vorgang|dossier|protocolo|caso"),
+    ("reference", r"ref"),
+)
+_SLOT_NUMBER = re.compile(r"num|nr|no\b|number|id\b|#|nummer|n[úu]mero|code|ref", re.IGNORECASE)
+_SLOT_CUSTOMER = re.compile(r"(?:customer|client|kunde|cliente|user)(?:'?s)?[ _]?(?:full[ _]?)?"
+                            r"(?:name|nombre|nom|nome)|^(?:full[ _]?)?name$|^nombre$|^nom$|^nome$",
+                            re.IGNORECASE)
+_SLOT_EMAIL = re.compile(r"(?:customer|client|your|user)?[ _]?e-?mail(?:[ _]address)?$|^correo",
+                         re.IGNORECASE)
+_REF_KINDS = {"order": "order", "bestellung": "order", "bestellnummer": "order",
+              "auftrag": "order", "auftragsnummer": "order", "pedido": "order",
+              "commande": "order", "encomenda": "order", "invoice": "invoice",
+              "rechnung": "invoice", "rechnungsnummer": "invoice", "factura": "invoice",
+              "facture": "invoice", "fatura": "invoice", "tracking": "tracking",
+              "sendungsnummer": "tracking", "account": "account", "customer": "account",
+              "kundennummer": "account", "contract": "account", "ticket": "ticket",
+              "case": "ticket", "vorgang": "ticket", "dossier": "ticket",
+              "protocolo": "ticket", "booking": "order"}
+
+
+def typed_references(text: str) -> dict[str, list[str]]:
+    """The reference numbers of ``text`` by kind (``order``, ``invoice``, ``tracking``,
+    ``account``, ``ticket``; ``reference`` when the word before it names no kind), each
+    once, in order."""
+    out: dict[str, list[str]] = {}
+    for match in _REFERENCE.finditer(text):
+        value = match.group(1)
+        if sum(c.isdigit() for c in value) < 3:
+            continue
+        word = re.match(r"\w+", match.group(0))
+        kind = _REF_KINDS.get(word.group(0).lower() if word else "", "reference")
+        if value not in out.setdefault(kind, []):
+            out[kind].append(value)
+    return out
+
+
+def _slot_value(slot: str, ticket: str, refs: dict[str, list[str]]) -> str | None:
+    """What the ticket says for ``slot`` (its name without brackets), or None: a
+    reference of the slot's kind when the ticket has exactly one, the customer's name
+    from the sign-off, the ticket's only e-mail address."""
+    name = slot.strip().lower()
+    if _SLOT_CUSTOMER.search(name):
+        return signature_name(ticket) or None
+    if _SLOT_EMAIL.search(name):
+        emails = list(dict.fromkeys(_EMAIL.findall(ticket)))
+        return emails[0] if len(emails) == 1 else None
+    if not _SLOT_NUMBER.search(name) and "_" not in name:
+        return None
+    for kind, words in _SLOT_KINDS:
+        if re.search(words, name, re.IGNORECASE):
+            found = refs.get(kind, [])
+            if kind == "reference":     # "reference number": the ticket's only number
+                found = [v for values in refs.values() for v in values]
+            return found[0] if len(found) == 1 else None
+    return None
+
+
+def fill_placeholders(answer: str, ticket: str) -> tuple[str, list[str]]:
+    """``answer`` with its template slots filled from ``ticket`` where it has the value.
+
+    A slot for an order, invoice, tracking, account or ticket number takes the ticket's
+    number of that kind when it has exactly one (``{{Order Number}}`` -> ``55-1234``);
+    a slot for the customer's name takes the name of the ticket's sign-off, one for the
+    customer's e-mail the ticket's only address. Anything else (the company's phone
+    number, its website, the agent's name) the ticket cannot supply. HTML line breaks
+    (``<br>``) become line breaks.
+
+    Args:
+        answer: an example's answer.
+        ticket: the ticket it is offered for.
+
+    Returns:
+        ``(text, unfilled)``: the answer with what could be filled, and the slots left
+        in it (see :func:`placeholders`), each once.
+    """
+    text = _LINE_BREAK_TAG.sub("\n", answer)
+    refs = typed_references(ticket)
+
+    def fill(match: re.Match[str]) -> str:
+        slot = match.group(0)
+        if _HTML_TAG.fullmatch(slot):
+            return slot
+        value = _slot_value(slot.strip("{}[]<>%"), ticket, refs)
+        return value if value else slot
+
+    text = _PLACEHOLDER.sub(fill, text)
+    return text, placeholders(text)
+
+
+def swap_references(answer: str, example: str, ticket: str) -> str:
+    """``answer`` with the example's own reference numbers (an order number the example
+    gave, quoted back in its answer) replaced by the ticket's number of the same kind,
+    when the ticket has exactly one of that kind; other numbers are left (and flagged
+    by :func:`foreign_identifiers`)."""
+    theirs = typed_references(example)
+    ours = typed_references(ticket)
+    for kind, values in theirs.items():
+        mine = ours.get(kind, [])
+        if len(values) == 1 and len(mine) == 1 and values[0] in answer:
+            answer = re.sub(rf"(?<![\w-]){re.escape(values[0])}(?![\w-])", mine[0], answer)
+    return answer
 
 
 def foreign_identifiers(answer: str, ticket: str) -> list[str]:
@@ -390,3 +519,153 @@ def draft_promises(draft: str) -> list[str]:
             verb = "announces" if what == "an outage" else "promises"
             out.append(f"draft {verb} {what} ({' '.join(match.group(0).lower().split())})")
     return out
+
+
+# -- does the example's request match the ticket's? ------------------------------------
+
+# what a request asks to do, per action, in the five languages (stems; case-insensitive)
+_ACTIONS: dict[str, re.Pattern[str]] = {name: re.compile(pattern, re.IGNORECASE)
+                                         for name, pattern in {
+    "cancel": r"\bcancel\w*|\bstorn\w*|\bk[üu]ndig\w*|\bcancela\w*|\banul(?:ar|e|o|a)\w*|"
+              r"\bannul\w*|\br[ée]sili\w*|\bdesist\w*",
+    "close": r"\bclos(?:e|ed|ing)\b(?! to\b)|\bdelet\w*|\bdeactivat\w*|\bremove my\b|"
+             r"\bschlie[ßs]\w*|\bl[öo]sch\w*|\bdeaktivier\w*|\bcerra\w*|\belimin\w*|\bborra\w*|"
+             r"\bdar de baja\b|\bfermer?\b|\bferm(?:ez|ons|é|ée)\b|\bsupprim\w*|\bd[ée]sactiv\w*|"
+             r"\bencerra\w*|\bexclu(?:ir|a|am|ído)\b|\bapaga(?:r|e)\b|\bfecha(?:r|e)\b|\bdesativ\w*",
+    "create": r"\bcreat(?:e|ing)\b|\bsign(?:ing)? up\b|\bregist(?:er|ering|rieren|rar|rer|ar)\b|"
+              r"\bopen(?:ing)? (?:an?|new|my) (?:new )?account\b|\bnew account\b|\banleg\w*|"
+              r"\berstell\w*|\bneues konto\b|\bcrear\b|\bnueva cuenta\b|\babrir una cuenta\b|"
+              r"\bcr[ée]er\b|\bouvrir un compte\b|\bnouveau compte\b|\bcriar\b|\bcadastr\w*|"
+              r"\bnova conta\b|\babrir uma conta\b",
+    "upgrade": r"\bupgrad\w*|\bhochstuf\w*|\bmejorar (?:mi|el|la) (?:plan|cuenta|suscripci[óo]n)\b|"
+               r"\bpasar al plan\b|\bsurclass\w*|\bmise [àa] niveau\b",
+    "downgrade": r"\bdowngrad\w*|\bherabstuf\w*|\brebaj\w* (?:mi|el) plan\b|"
+                 r"\bbaixar (?:o|meu) plano\b",
+    "switch": r"\bswitch\w*|\bchange (?:my |the )?(?:plan|tier|subscription) to\b|\bwechsel\w*|"
+              r"\bumstell\w*|\bcambiar(?:me)? (?:a|de plan)\b|\bchanger (?:de|pour)\b|"
+              r"\bpasser [àa]\b|"
+              r"\bmudar (?:para|de plano)\b|\btrocar\b",
+    "refund": r"\brefund\w*|\bmoney back\b|\berstatt\w*|\bgeld zur[üu]ck\b|\breembols\w*|"
+              r"\brembours\w*|\breembolso\b|\bestorn\w*",
+    "return": r"\breturn(?:ing)? (?:the|my|an?|this|it)\b|\bexchange\b|"
+              r"\bzur[üu]ck(?:send|schick)\w*|"
+              r"\bumtausch\w*|\bretoure\w*|\bdevol(?:ver|uci[óo]n)\b|"
+              r"\bcambio de (?:producto|art[íi]culo)\b|"
+              r"\bretourn\w*|\brenvoy\w*|\b[ée]change\w*|\bdevolu[çc][ãa]o\b|\btroca\b",
+    "track": r"\btrack\w*|\bwhere is my (?:order|parcel|package|delivery)\b|\bdelivery date\b|"
+             r"\bverfolg\w*|\bwo ist meine? (?:bestellung|paket|lieferung)\b|\brastre\w*|"
+             r"\bseguimiento\b|\bd[óo]nde est[áa] mi pedido\b|\bsuivi\b|\bsuivre\b|"
+             r"\bo[uù] est (?:ma commande|mon colis)\b|\bonde est[áa] (?:o )?meu\b",
+    "reset": r"\breset\w*|\bforgot(?:ten)? (?:my )?password\b|\brecover\w*|\bzur[üu]cksetz\w*|"
+             r"\bpasswort vergessen\b|\brestablec\w*|\brecuperar\b|\bolvid[ée] mi contrase[ñn]a\b|"
+             r"\br[ée]initialis\w*|\bmot de passe oubli[ée]\b|\bredefini\w*|"
+             r"\besqueci a (?:minha )?senha\b",
+}.items()}
+_ACTION_WORDS = {"cancel": "cancelling", "close": "closing or deleting", "create": "creating",
+                 "upgrade": "upgrading", "downgrade": "downgrading", "switch": "switching",
+                 "refund": "a refund", "return": "a return or exchange", "track": "tracking",
+                 "reset": "resetting a password"}
+_ACTION_ASKS = {"cancel": "to cancel", "close": "to close or delete", "create": "to create",
+                "upgrade": "to upgrade", "downgrade": "to downgrade", "switch": "to switch",
+                "refund": "for a refund", "return": "to return or exchange",
+                "track": "where an order is", "reset": "to reset a password"}
+# an account tier or plan, per canonical name (its words in the five languages)
+_TIERS: dict[str, re.Pattern[str]] = {name: re.compile(pattern, re.IGNORECASE)
+                                       for name, pattern in {
+    "free": r"\bfree (?:account|plan|tier|version|trial|membership)\b|\bkostenlos\w*|\bgratis\b|"
+            r"\bgratuit\w*",
+    "paid": r"\bpaid (?:account|plan|tier|version|membership)\b|\bkostenpflichtig\w*|\bde pago\b|"
+            r"\bpayant\w*|\bpago\b(?= (?:plan|conta))",
+    "basic": r"\bbasic\b|\bbasis\b|\bb[áa]sic[oa]\b|\bbasique\b",
+    "standard": r"\bstandard\b|\best[áa]ndar\b|\bpadr[ãa]o\b",
+    "premium": r"\bpremium\b",
+    "pro": r"\bpro (?:account|plan|tier|version|subscription|membership)\b|"
+           r"\b(?:plan|tier|version) pro\b|\b(?:to|the|choose|pick) pro\b(?= plan|[.,!]|$)",
+    "plus": r"\bplus (?:account|plan|tier|membership)\b|\b(?:plan|tier) plus\b",
+    "business": r"\bbusiness (?:account|plan|tier)\b|\bgesch[äa]ftskonto\b|"
+                r"\b(?:to|the|a|my|your|choose|pick) business\b(?! (?:days?|hours?|needs?)\b)|"
+                r"\bcuenta (?:de )?empresa\b|"
+                r"\bcompte (?:pro|entreprise)\b|\bconta empresarial\b",
+    "enterprise": r"\benterprise\b",
+    "gold": r"\bgold\b|\boro\b|\bor\b(?= (?:plan|compte))|\bouro\b",
+    "silver": r"\bsilver\b|\bsilber\b|\bplata\b|\bargent\b(?= (?:plan|compte))|\bprata\b",
+    "platinum": r"\bplatin\w*",
+    "family": r"\bfamily (?:account|plan)\b|\bfamilien\w*|\bplan familiar\b|\bplano fam[íi]lia\b",
+    "student": r"\bstudent (?:account|plan|discount)\b|\bstudenten\w*|\bestudiante\b|"
+               r"\b[ée]tudiant\b",
+}.items()}
+# a name written in capitals inside a sentence (a product, a brand, a place): "Dell XPS",
+# "Surface Pro", "Madrid"; with digits, a model ("9310", "iPhone 14")
+_NAMED = re.compile(r"(?<=[a-zà-ÿ,;:] )[A-ZÀ-Ý][\w-]*[A-Za-zÀ-ÿ0-9](?:[ -][A-Z0-9][\w-]*)*"
+                    r"|\b[A-Za-z]*\d+[A-Za-z]+\w*\b|\b[A-Za-z]+\d+\w*\b")
+
+
+def _found(table: dict[str, re.Pattern[str]], text: str) -> list[str]:
+    return [name for name, pattern in table.items() if pattern.search(text)]
+
+
+def _names(text: str, language: str) -> dict[str, str]:
+    """The capitalised names and model numbers inside sentences of ``text``: lower case
+    word -> the name as written (placeholders left out). German capitalises every noun,
+    so there only a word with a digit or a capital inside (``XPS``, ``iPhone``) counts."""
+    text = _PLACEHOLDER.sub(" ", text)
+    out: dict[str, str] = {}
+    for match in _NAMED.finditer(text):
+        for word in re.split(r"[ -]+", match.group(0)):
+            if len(word) < 2 or (word.isdigit() and (_YEAR.fullmatch(word) or len(word) < 2)):
+                continue
+            if language == "de" and not (any(c.isdigit() for c in word)
+                                         or any(c.isupper() for c in word[1:])):
+                continue
+            out.setdefault(word.lower(), match.group(0))
+    return out
+
+
+def request_mismatches(example: str, answer: str, ticket: str,
+                       language: str = "en") -> list[str]:
+    """Why the answer to ``example`` does not answer ``ticket``: they ask for different
+    things, or the answer names another account tier, product or place.
+
+    * the action: the ticket asks to cancel, close or delete, create, upgrade, downgrade,
+      switch, refund, return, track or reset, and the example asks for another of them
+      (or for none, and the answer does not mention it either);
+    * the tier: the example or its answer is about an account tier or plan (free, paid,
+      premium, gold, business ...) that the ticket does not name, while the ticket names
+      another (or, answered in the reply, none);
+    * the named things: a product, brand or place (a capitalised name or a model number)
+      that the example asks about and its answer repeats, and the ticket never mentions.
+
+    Args:
+        example: the example's request (its ticket text).
+        answer: the example's answer, as it would be sent.
+        ticket: the ticket the answer is offered for.
+        language: their language (German nouns are capitalised: not names there).
+
+    Returns:
+        reasons naming both sides, such as ``"the example is about upgrading; the ticket
+        asks to close or delete"`` (empty: nothing seen that disagrees).
+    """
+    reasons = []
+    theirs, ours = _found(_ACTIONS, example), _found(_ACTIONS, ticket)
+    missing = [a for a in ours if a not in theirs
+               and not (not theirs and _ACTIONS[a].search(answer))]
+    if missing:
+        about = (" and ".join(_ACTION_WORDS[a] for a in theirs) if theirs
+                 else "something else")
+        reasons.append(f"the example is about {about}; the ticket asks "
+                       + " and ".join(_ACTION_ASKS[a] for a in missing))
+    their_tiers = [t for t in _found(_TIERS, example + "\n" + answer) if t]
+    our_tiers = _found(_TIERS, ticket)
+    other = [t for t in their_tiers if t not in our_tiers]
+    if other and (our_tiers or any(_TIERS[t].search(answer) for t in other)):
+        reasons.append(f"the example is about the {'/'.join(other)} tier; the ticket "
+                       + (f"is about the {'/'.join(our_tiers)} one" if our_tiers
+                          else "names no tier"))
+    seen = ticket.lower()
+    asked, answered = _names(example, language), _names(answer, language)
+    named = list(dict.fromkeys(asked[n] for n in asked if n in answered
+                               and not re.search(rf"(?<!\w){re.escape(n)}(?!\w)", seen)))
+    if named:
+        reasons.append(f"the example is about {', '.join(named[:3])}; the ticket does not "
+                       "mention it")
+    return reasons

@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from .language import detect_language
+from .drafts import fill_placeholders
+from .language import detect_language, dominant_language
 from .model import Classification, Example, Triage, triage
 from .triage import draft_promises
 
@@ -66,6 +67,8 @@ class LlmTicketModel:
             "You draft short, polite replies to customer support tickets, in the language "
             "of the ticket. Do not promise what you cannot check. Reply with the draft only.",
             model=chosen, name="drafter")
+        # a short ticket keeps the examples' dominant language (none given: English)
+        self.language = dominant_language(e.language for e in self.examples)
         self._nearest = None
         if any(e.answer for e in self.examples):
             from .model import TicketModel
@@ -75,21 +78,26 @@ class LlmTicketModel:
         """Category (one of :attr:`labels`), confidence and priority, from the model."""
         out: Any = self.classifier.run_sync(text).output
         return Classification(out.category, float(out.confidence), out.priority,
-                              detect_language(text)[0])
+                              detect_language(text, self.language)[0])
 
     def draft(self, text: str, category: str, language: str = "") -> dict[str, Any]:
-        """A draft reply written by the model, shown the nearest answered example;
-        ``flags`` lists what it promises (money, a time, contact), for a human to
-        confirm."""
+        """A draft reply written by the model, shown the nearest answered example, its
+        template slots filled from the ticket (:func:`~.drafts.fill_placeholders`);
+        ``flags`` lists the slots left and what it promises (money, a time, contact),
+        for a human to confirm."""
         hint = ""
         if self._nearest is not None:
             nearest = self._nearest.draft(text, category, language)
             hint = ("\n\nA reply we sent to a similar ticket, for tone (its order numbers "
                     "and names belong to another customer):\n" + nearest["draft_reply"])
         reply = self.drafter.run_sync(f"Category: {category}\nTicket:\n{text}{hint}")
-        draft = str(reply.output).strip()
+        # a model that imitates a templated answer writes its slots too: fill them from
+        # the ticket, flag the rest
+        draft, unfilled = fill_placeholders(str(reply.output).strip(), text)
+        flags = ([f"draft has placeholders to fill in ({', '.join(unfilled[:3])})"]
+                 if unfilled else [])
         return {"draft_reply": draft, "similarity": None, "example": -1,
-                "flags": draft_promises(draft)}
+                "flags": flags + draft_promises(draft)}
 
     def triage(self, text: str, result: Classification, draft_flags: Sequence[str] = (),
                *, min_confidence: float | None = None) -> Triage:

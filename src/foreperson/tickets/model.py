@@ -12,9 +12,14 @@ counting the copies of one text once, so that a lucky handful does not count).
 
 Drafts: with the bundled demo examples, a reply written for the predicted category in
 the ticket's language (:mod:`~foreperson.tickets.drafts`); with your own examples, the
-answer of the most similar answered example of the same label and language, flagged
-for a human when no example is similar enough or when the answer quotes details the
-ticket does not have. Triage: :mod:`~foreperson.tickets.triage`.
+answer of the most similar answered example of the same label and language whose
+request agrees with the ticket's (the same action asked, no other account tier, product
+or place: :func:`~foreperson.tickets.drafts.request_mismatches`; of the five most
+similar, the first that agrees), its template slots filled from the ticket and the
+example's order number swapped for the ticket's; flagged for a human when no example
+is similar enough, when none of them asks for the same, when a slot cannot be filled
+or when the answer quotes details the ticket does not have.
+Triage: :mod:`~foreperson.tickets.triage`.
 
 Training takes a second on the bundled examples (importing scikit-learn about as long
 again) and minutes on large exports, so the trained classifier is kept: its state
@@ -48,20 +53,22 @@ from ._classifier import Features, LinearClassifier
 from ._tfidf import Similarities
 from .drafts import (
     TEMPLATE_CATEGORIES,
+    fill_placeholders,
     foreign_identifiers,
     personal_greeting,
-    placeholders,
+    request_mismatches,
     signature_name,
+    swap_references,
     template_reply,
 )
-from .language import LANGUAGES, detect_language, detect_languages
+from .language import LANGUAGES, detect_language, detect_languages, dominant_language
 from .reader import find_column, read_records
 from .triage import draft_promises, ticket_signals
 
 __all__ = ["ANSWER_NAMES", "DEFAULT_MIN_SIMILARITY", "DEFAULT_TARGET_PRECISION", "LABEL_NAMES",
            "LANGUAGE_NAMES", "PRIORITY_NAMES", "TEXT_NAMES", "Calibration", "Classification",
            "Example", "TicketModel", "Triage", "bundled_examples", "load_examples",
-           "training_estimate_s", "triage"]
+           "raised_priority", "training_estimate_s", "triage"]
 
 TEXT_NAMES = ("text", "body", "message", "description", "content")
 LABEL_NAMES = ("label", "category", "queue", "type", "class")
@@ -79,6 +86,7 @@ answer is not offered as the draft without a human."""
 _HIGH_PRIORITY = re.compile(
     r"\b(?:urgent\w*|asap|immediately|critical|dringend\w*|sofort|urgente\w*|inmediat\w*|"
     r"imediat\w*|cr[íi]tic\w*|critique)\b", re.IGNORECASE)
+_CANDIDATES = 5         # similar examples of the label tried for one that asks the same
 _CACHE_KEEP = 8         # classifier states kept in the cache folder, most recently used
 _LIBRARIES = ("scikit-learn", "scipy", "numpy", "py3langid")   # what the state depends on
 
@@ -276,6 +284,8 @@ class TicketModel:
         categories: the category classifier (``variant``, ``labels``, ``held_out``:
             ``(confidence, right)`` per out-of-fold prediction, ``accuracy``).
         calibration: the :class:`Calibration` in force.
+        language: the examples' dominant language: a short ticket keeps it unless its
+            words are clearly of another (:func:`~foreperson.tickets.language.detect_language`).
 
     Raises:
         MissingDependency: scikit-learn (to train: without a cached classifier), numpy
@@ -319,6 +329,7 @@ class TicketModel:
         elif path is not None:
             _cache.touch(path)
         self._features, self.categories, self.priorities, self.example_languages = trained
+        self.language = dominant_language(self.example_languages)
         self.templates = (templates if templates is not None
                           else set(self.labels) <= TEMPLATE_CATEGORIES)
         self._answered = [i for i, e in enumerate(self.examples) if e.answer]
@@ -424,7 +435,7 @@ class TicketModel:
         with self._lock:
             rows = self._features.rows(texts)
             categories, confidences = self.categories.predict(rows)
-            languages = detect_languages(list(texts))
+            languages = detect_languages(list(texts), self.language)
             if self.priorities is not None:
                 priorities, _ = self.priorities.predict(rows)
             else:
@@ -466,7 +477,8 @@ class TicketModel:
             similarity (0..1) of that example, and the reasons the draft needs a human
             (empty when it is safe to send as it is).
         """
-        return self.draft_many([(text, category, language or detect_language(text)[0])])[0]
+        return self.draft_many([(text, category,
+                                 language or detect_language(text, self.language)[0])])[0]
 
     def _template(self, text: str, category: str, language: str) -> dict[str, Any]:
         reply = template_reply(category, language, text)
@@ -483,19 +495,37 @@ class TicketModel:
             return {"draft_reply": reply, "similarity": 0.0, "example": -1,
                     "language": language, "flags": ["no similar answered example (none of "
                                                     f"this label in language {language})"]}
-        k = max(pool, key=lambda j: scores[j])
-        index = self._answered[k]
-        answer = self.examples[index].answer
-        flags = []
-        similarity = float(scores[k])
+        # the most similar examples first; the first whose request agrees with this
+        # ticket's (the action asked, the tier, product or place named) is copied
+        ranked = sorted(pool, key=lambda j: -scores[j])
+        similarity = float(scores[ranked[0]])
         if similarity < self.min_similarity:
             # the nearest answer is about something else (another product, another
             # problem): a reply that acknowledges and asks is a better start for a person
             return {"draft_reply": template_reply("", language, text),
-                    "similarity": round(similarity, 4), "example": index, "language": language,
+                    "similarity": round(similarity, 4), "example": self._answered[ranked[0]],
+                    "language": language,
                     "flags": [f"no similar answered example (similarity {similarity:.3f} < "
                               f"{self.min_similarity:.3f})"]}
-        answer = personal_greeting(answer, text, language)   # never another's name
+        best: tuple[int, str, list[str]] | None = None
+        for k in ranked[:_CANDIDATES]:
+            if float(scores[k]) < self.min_similarity:
+                break
+            index = self._answered[k]
+            example = self.examples[index]
+            answer = personal_greeting(example.answer, text, language)   # never another's name
+            answer = swap_references(answer, example.text, text)       # the ticket's order number
+            mismatch = request_mismatches(example.text, answer, text, language)
+            if best is None or not mismatch:
+                best = (k, answer, mismatch)
+            if not mismatch:
+                break
+        assert best is not None
+        k, answer, mismatch = best
+        index = self._answered[k]
+        similarity = float(scores[k])
+        flags = [f"draft answers another request ({reason})" for reason in mismatch]
+        answer, unfilled = fill_placeholders(answer, text)
         foreign = foreign_identifiers(answer, text)
         theirs = signature_name(self.examples[index].text)    # the example's customer
         if theirs and theirs in answer and theirs not in text:
@@ -503,7 +533,6 @@ class TicketModel:
         if foreign:
             flags.append("draft quotes details not in the ticket (" + ", ".join(foreign[:3])
                          + ")")
-        unfilled = placeholders(answer)
         if unfilled:
             flags.append("draft has placeholders to fill in (" + ", ".join(unfilled[:3]) + ")")
         flags += draft_promises(answer)
@@ -516,7 +545,8 @@ class TicketModel:
         """Whether the ticket needs a human, with every reason found (see
         :func:`triage`); ``min_confidence`` overrides the calibrated threshold."""
         threshold = self.min_confidence if min_confidence is None else min_confidence
-        return triage(text, result, threshold, draft_flags)
+        return triage(text, result, threshold, draft_flags,
+                      accuracy=self.categories.accuracy if self.categories.held_out else None)
 
 
 def _cache_path(examples: Sequence[Example]) -> Path:
@@ -532,16 +562,22 @@ def _cache_path(examples: Sequence[Example]) -> Path:
 
 
 def triage(text: str, result: Classification, min_confidence: float,
-           draft_flags: Sequence[str] = ()) -> Triage:
+           draft_flags: Sequence[str] = (), *, accuracy: float | None = None) -> Triage:
     """The triage rules: a human is needed for a confidence below ``min_confidence``
     (0..1), a ticket signal (outage, security, legal, angry customer, asks for a person;
     :func:`~foreperson.tickets.triage.ticket_signals`) or a reason the draft gave
     (``draft_flags``: promises, no similar example, foreign details). Every reason found
-    is listed, low confidence first."""
+    is listed, low confidence first. ``accuracy`` (0..1): how often the model was right
+    on held-out examples, named when no threshold can be trusted (so that a high score
+    is not read as a high chance of being right)."""
     reasons = []
     if result.confidence < min_confidence:
         if min_confidence <= 1:
             reasons.append(f"low confidence ({result.confidence:.2f} < {min_confidence:.2f})")
+        elif accuracy is not None:
+            reasons.append(f"model not trusted (right {accuracy:.0%} of the time on held-out "
+                           f"examples, whatever its score; this ticket's score "
+                           f"{result.confidence:.2f})")
         else:
             reasons.append(f"model not trusted (on held-out examples it never reaches the "
                            f"target precision; this ticket {result.confidence:.2f})")
@@ -549,6 +585,29 @@ def triage(text: str, result: Classification, min_confidence: float,
     reasons += [s.reason for s in ticket_signals(text, language)]
     reasons += list(draft_flags)
     return Triage(bool(reasons), tuple(dict.fromkeys(reasons)))
+
+
+def raised_priority(priority: str, reasons: Sequence[str],
+                    signals: Sequence[str]) -> tuple[str, str]:
+    """The priority after triage: ``high`` when a reason is one of ``signals`` (say
+    ``security``, ``legal``, ``outage``) and the priority was lower.
+
+    Args:
+        priority: the classifier's priority (``high`` / ``medium`` / ``low`` or the
+            examples' own labels).
+        reasons: the triage reasons (``"security (hacked)"`` ...).
+        signals: the signal names that raise it.
+
+    Returns:
+        ``(priority, reason)``: the reason is ``"priority raised to high (security,
+        was medium)"``, or "" when nothing was raised.
+    """
+    found = [r.split(" (", 1)[0] for r in reasons]
+    raising = list(dict.fromkeys(s for s in found if s in signals))
+    if not raising or priority.lower() in ("high", "urgent", "critical"):
+        return priority, ""
+    return "high", (f"priority raised to high ({' and '.join(raising)}, "
+                    f"was {priority or 'none'})")
 
 
 def _wilson_lower(right: float, n: int, z: float = 1.5) -> float:

@@ -22,18 +22,19 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import GiveUp
+from ..errors import ConfigurationError, GiveUp
 from ..work.app import App
 from ..work.task import Task
 from ..work.worker import current_batch, current_task
-from .model import Classification, TicketModel, bundled_examples, load_examples
+from .model import Classification, TicketModel, bundled_examples, load_examples, raised_priority
 from .reader import Ticket, TicketFile
+from .triage import SIGNALS
 
-__all__ = ["CLASSIFY", "DRAFT", "TRIAGE", "TicketJob", "fingerprint_of", "job_settings",
-           "kinds_for", "model_fingerprint", "ticket_app", "ticket_tasks"]
+__all__ = ["CLASSIFY", "DRAFT", "RAISE_PRIORITY", "TRIAGE", "TicketJob", "fingerprint_of",
+           "job_settings", "kinds_for", "model_fingerprint", "ticket_app", "ticket_tasks"]
 
 CLASSIFY, DRAFT, TRIAGE = "classify_ticket", "draft_reply", "triage_ticket"
 
@@ -112,6 +113,28 @@ def ticket_tasks(ticket: Ticket, *, model: str = "", max_attempts: int = 3,
     return [classify, draft, triage]
 
 
+RAISE_PRIORITY = ("security", "legal", "outage")
+"""The triage signals that raise a ticket's priority to high, by default."""
+
+
+def _raise_priority_setting() -> tuple[str, ...]:
+    """``FOREPERSON_TICKETS_RAISE_PRIORITY`` (signal names separated by commas, ``none``
+    for none), else :data:`RAISE_PRIORITY`.
+
+    Raises:
+        ConfigurationError: a name that is not a triage signal.
+    """
+    raw = os.environ.get("FOREPERSON_TICKETS_RAISE_PRIORITY")
+    if raw is None:
+        return RAISE_PRIORITY
+    names = tuple(n.strip() for n in raw.split(",") if n.strip() and n.strip() != "none")
+    unknown = [n for n in names if n not in SIGNALS]
+    if unknown:
+        raise ConfigurationError(f"FOREPERSON_TICKETS_RAISE_PRIORITY: {', '.join(unknown)} "
+                                 f"is not a triage signal (one of {', '.join(SIGNALS)})")
+    return names
+
+
 def _text(payload: dict[str, Any]) -> str:
     return f"{payload.get('subject', '')}\n{payload.get('body', '')}".strip()
 
@@ -129,12 +152,18 @@ class TicketJob:
         target_precision: share (0..1) of unflagged tickets that should be classified
             right; the model fits its confidence threshold for it (default 0.9).
         min_confidence: a fixed confidence threshold (0..1) instead of the fitted one.
+        raise_priority: the triage signals that raise a ticket's priority to ``high``
+            (default :data:`RAISE_PRIORITY`: security, legal, outage; ``()``: none), the
+            reason saying so (:func:`~foreperson.tickets.model.raised_priority`).
+            Workers started by ``foreperson worker`` read it from
+            ``FOREPERSON_TICKETS_RAISE_PRIORITY`` (names separated by commas; ``none``).
     """
 
     model: Any
     max_attempts: int = 3
     target_precision: float = 0.9
     min_confidence: float | None = None
+    raise_priority: tuple[str, ...] = field(default_factory=lambda: _raise_priority_setting())
     _thresholds: dict[tuple[float, float | None], float] = field(default_factory=dict,
                                                                  repr=False)
 
@@ -303,9 +332,12 @@ class TicketJob:
         threshold = self.threshold(task.payload.get("settings"))
         flags = drafted.get("flags", [])
         triage = self.model.triage(text, verdict, flags, min_confidence=threshold)
+        priority, why = raised_priority(verdict.priority, triage.reasons, self.raise_priority)
+        if why:
+            triage = replace(triage, reasons=(*triage.reasons, why))
         attempts = max([task.attempts] + [records[d].attempts for d in task.depends_on])
         return {"id": task.payload["ticket_id"], "category": verdict.category,
-                "confidence": verdict.confidence, "priority": verdict.priority,
+                "confidence": verdict.confidence, "priority": priority,
                 "language": verdict.language, "needs_human": triage.needs_human,
                 "reason": triage.reason, "reasons": list(triage.reasons),
                 "draft_reply": drafted.get("draft_reply", ""), "attempts": attempts}

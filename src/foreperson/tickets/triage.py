@@ -65,11 +65,13 @@ from ._patterns import (
     NEGATED,
     NEGATIVE,
     NOT_NEEDED,
+    NOT_SECURITY,
     OUTAGE,
     PERSON,
     PLANNED,
     PRICES,
     SECURITY,
+    SECURITY_ACT,
     STRONGER,
     SUE,
     WHEN,
@@ -358,7 +360,9 @@ class SignalModel:
         """The signals among ``missing`` this model raises for ``text``: probability at
         least :data:`LEARNED_AT`, and a sentence that carries it (:meth:`evidence`) in
         which the patterns do not see that signal negated or ruled out ("no need to call
-        me back", "to minimise downtime", a line of contact details)."""
+        me back", "to minimise downtime", a line of contact details); for security not
+        a leak of oil or a bag taken from the belt without a security act in the
+        sentence (``_patterns.NOT_SECURITY``)."""
         languages = _tables(language)
         wanted = set(missing)
         found = []
@@ -368,8 +372,17 @@ class SignalModel:
             where = self.evidence(text, signal)
             if where is None or _ruled_out(text, signal, *where, languages):
                 continue
+            if signal == "security" and _no_security_act(text, where[0], where[1]):
+                continue        # an oil leak, a bag taken from the belt
             found.append(Signal(signal, f"learned: {where[2]}"))
         return found
+
+
+def _no_security_act(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` speaks of a leak of oil, a leaky seat or a bag taken
+    from the belt, and of no security act (a password, an account, a card, fraud ...)."""
+    return bool(NOT_SECURITY.search(text, start, end)) and not SECURITY_ACT.search(
+        text, start, end)
 
 
 def _ruled_out(text: str, signal: str, start: int, end: int, words: str,

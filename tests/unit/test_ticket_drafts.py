@@ -1,0 +1,210 @@
+"""A copied answer answers this ticket: the same request, its slots filled, nothing
+promised (issue 23, item 1). Small data written here; no real export."""
+
+from __future__ import annotations
+
+import pytest
+
+from foreperson.tickets.drafts import (
+    fill_placeholders,
+    placeholders,
+    request_mismatches,
+    swap_references,
+    typed_references,
+)
+from foreperson.tickets.model import Example, TicketModel
+from foreperson.tickets.triage import draft_promises
+
+
+def _filler(n: int = 4) -> list[Example]:
+    """A second label, so that the model has two to learn."""
+    return [Example(f"The app {i} crashes when I open the report screen", "Technical",
+                    "Please update the app and tell us the version you use.", language="en")
+            for i in range(n)]
+
+
+# -- placeholders of every common form ------------------------------------------------
+
+@pytest.mark.parametrize("slot", ["{{Customer Support Phone Number}}", "{{Website Name}}",
+                                  "[Customer Support Phone Number]", "<tel_num>",
+                                  "<Your Company Name>", "%SUPPORT_EMAIL%", "{support_url}"])
+def test_each_template_form_is_a_placeholder(slot):
+    assert placeholders(f"Call us at {slot} for more help.") == [slot]
+
+
+@pytest.mark.parametrize("text", [
+    "Line one<br>line two", "Save 20% today and 10% tomorrow.", "See [the guide](http://x.y)",
+    "Write to <help@example.com>.", "Settings [advanced] and {} are fine", "</p>",
+])
+def test_html_percentages_links_and_addresses_are_not_placeholders(text):
+    assert placeholders(text) == []
+
+
+def test_slots_are_filled_from_the_ticket_where_it_has_the_value():
+    ticket = "Please cancel order 55-1234, it was a mistake.\n\nThanks, Dana Lee"
+    answer = ("Hello {{Customer Name}},\n\nyour order {{Order Number}} is cancelled; "
+              "for anything else call [Customer Support Phone Number].<br>Regards")
+    text, unfilled = fill_placeholders(answer, ticket)
+    assert "Hello Dana Lee," in text and "order 55-1234 is cancelled" in text
+    assert unfilled == ["[Customer Support Phone Number]"]     # the ticket cannot know it
+    assert "<br>" not in text and "\nRegards" in text
+
+
+def test_a_greeting_slot_of_any_form_greets_this_customer_or_no_one():
+    from foreperson.tickets.drafts import personal_greeting
+
+    assert personal_greeting("Hello {{Customer Name}},\n\nit ships today.", "Where is it?",
+                             "en") == "Hello,\n\nit ships today."
+    assert personal_greeting("Dear [Customer Name],\n\nok", "Hola\n\nGracias, Ana",
+                             "es") == "Hola, Ana:\n\nok"
+
+
+def test_an_order_slot_stays_when_the_ticket_has_no_or_several_order_numbers():
+    answer = "Your order {{Order Number}} has shipped."
+    assert fill_placeholders(answer, "Where is my parcel?")[1] == ["{{Order Number}}"]
+    two = "Order 55-1234 and order 55-9999 are late"
+    assert fill_placeholders(answer, two)[1] == ["{{Order Number}}"]
+    assert typed_references("Bestellnummer 12345, Rechnung RE-2024-77") == {
+        "order": ["12345"], "invoice": ["RE-2024-77"]}
+
+
+def test_the_examples_order_number_is_swapped_for_the_tickets():
+    example = "Where is order ORD-99812? It has not arrived."
+    answer = "Your order ORD-99812 left our warehouse."
+    assert swap_references(answer, example, "My order ORD-11111 is late") == (
+        "Your order ORD-11111 left our warehouse.")
+    # no order number in the ticket: left as it is (and flagged as another's detail)
+    assert swap_references(answer, example, "My parcel is late") == answer
+
+
+# -- the request must match ------------------------------------------------------------
+
+@pytest.mark.parametrize(("example", "answer", "ticket", "words"), [
+    ("I want to upgrade my account to gold", "To upgrade, open Plans and pick Gold.",
+     "Please close my gold account", ("upgrading", "to close")),
+    ("When will order 12345 arrive?", "Order 12345 will be delivered on Friday.",
+     "I need to cancel my order 12345", ("something else", "to cancel")),
+    ("Ich möchte mein Abo upgraden", "Zum Upgrade öffnen Sie Tarife.",
+     "Bitte mein Konto löschen", ("upgrading", "to close or delete")),
+    ("Quiero crear una cuenta", "Para crear una cuenta, pulse Registrarse.",
+     "Quiero cancelar mi pedido", ("creating", "to cancel")),
+])
+def test_a_different_action_is_named_with_both_sides(example, answer, ticket, words):
+    (reason,) = request_mismatches(example, answer, ticket, "de" if "Konto" in ticket else "en")
+    assert all(w in reason for w in words), reason
+
+
+def test_another_tier_product_or_place_is_a_mismatch():
+    free = request_mismatches("I want to create a premium account",
+                              "To sign up for Premium, enter your card details.",
+                              "How do I create a free account?")
+    assert free == ["the example is about the premium tier; the ticket is about the free one"]
+    assert request_mismatches("upgrade me to business please",
+                              "To upgrade to business, choose Business.",
+                              "upgrade me to premium please") == [
+        "the example is about the business tier; the ticket is about the premium one"]
+    assert request_mismatches("Where is my parcel?", "It ships within 3 business days.",
+                              "Where is my parcel now?") == []
+    place = request_mismatches("Do you ship to Madrid?", "Yes, we ship to Madrid.",
+                               "Do you ship to Lisbon?")
+    assert place == ["the example is about Madrid; the ticket does not mention it"]
+    product = request_mismatches("My Dell XPS 13 battery drains",
+                                 "For your Dell XPS 13, update the BIOS.",
+                                 "The battery of my HP Spectre drains")
+    assert product and "Dell XPS 13" in product[0]
+
+
+def test_the_same_request_in_other_words_agrees():
+    assert request_mismatches("How can I cancel my subscription?",
+                              "To cancel, open Settings > Subscription.",
+                              "I'd like to cancel the subscription, please") == []
+    assert request_mismatches("My Dell XPS 13 battery drains",
+                              "For your Dell XPS 13, update the BIOS.",
+                              "Battery problem with my Dell XPS 13 laptop") == []
+    # German capitalises every noun: nouns are not names there
+    assert request_mismatches("Mein Drucker druckt nicht", "Starten Sie den Drucker neu.",
+                              "Mein Laptop startet nicht", "de") == []
+
+
+def test_retrieval_takes_the_similar_example_that_asks_the_same():
+    examples = _filler() + [
+        Example("I want to upgrade my account to the gold tier", "Account",
+                "To upgrade, open Plans and choose Gold.", language="en"),
+        Example("I want to close my account, the gold tier one", "Account",
+                "We are sorry to see you go: open Settings > Close account.", language="en"),
+        Example("How do I change the e-mail of my account?", "Account",
+                "Open Settings > Profile to change it.", language="en"),
+    ]
+    model = TicketModel(examples, min_similarity=0.1, cache=False)
+    draft = model.draft("Please close my gold tier account", "Account", "en")
+    assert "Close account" in draft["draft_reply"] and draft["flags"] == []
+
+
+def test_a_draft_answering_another_request_is_flagged_naming_both():
+    examples = _filler() + [
+        Example(f"I want to upgrade my account {i} to the gold tier", "Account",
+                "To upgrade, open Plans and choose Gold.", language="en") for i in range(3)]
+    model = TicketModel(examples, min_similarity=0.1, cache=False)
+    draft = model.draft("Please close my gold tier account", "Account", "en")
+    assert ("draft answers another request (the example is about upgrading; the ticket "
+            "asks to close or delete)") in draft["flags"]
+
+
+def test_a_copied_answer_has_its_slots_filled_and_unfillable_ones_flagged():
+    examples = _filler() + [
+        Example(f"Please cancel my order {n}", "Orders",
+                "Your order {{Order Number}} is cancelled. Questions? Call "
+                "{{Customer Support Phone Number}}.", language="en")
+        for n in ("11-1111", "22-2222", "33-3333")]
+    model = TicketModel(examples, min_similarity=0.1, cache=False)
+    draft = model.draft("Please cancel my order 55-1234", "Orders", "en")
+    assert "Your order 55-1234 is cancelled" in draft["draft_reply"]
+    assert ("draft has placeholders to fill in ({{Customer Support Phone Number}})"
+            in draft["flags"])
+
+
+# -- promises and availability, in the five languages ---------------------------------
+
+@pytest.mark.parametrize(("draft", "kind"), [
+    ("We will handle it promptly.", "a time"),
+    ("Our support team will look at it right away.", "a time"),
+    ("Lo revisaremos lo antes posible.", "a time"),       # was only inside a comment
+    ("Le responderemos a la mayor brevedad.", "a time"),
+    ("Wir bearbeiten das unverzüglich.", "a time"),
+    ("Nous traiterons votre demande sans délai.", "a time"),
+    ("Vamos resolver imediatamente.", "a time"),
+    ("Proporcionaremos una solución de inmediato.", "a time"),
+    ("We are escalating your case to our technical team for immediate resolution.", "a time"),
+    ("Our support is available 24/7.", "availability"),
+    ("We are here around the clock.", "availability"),
+    ("Wir sind rund um die Uhr für Sie da.", "availability"),
+    ("Nuestro equipo le atiende las 24 horas del día.", "availability"),
+    ("Nous sommes joignables 24h/24 et 7j/7.", "availability"),
+    ("Estamos disponíveis 24 horas por dia.", "availability"),
+])
+def test_promise_and_availability_wording_is_flagged_like_shortly(draft, kind):
+    assert any(kind in reason for reason in draft_promises(draft)), draft_promises(draft)
+
+
+@pytest.mark.parametrize("draft", [
+    "Please change your password right away.", "Ändern Sie sofort Ihr Passwort.",
+    "Cambie inmediatamente su contraseña.", "Save 24% on your next order.",
+])
+def test_advice_to_act_now_is_not_a_promise(draft):
+    assert draft_promises(draft) == []
+
+
+def test_a_language_models_draft_has_its_slots_filled_and_the_rest_flagged():
+    from foreperson.testing import FunctionModel
+    from foreperson.tickets.llm import LlmTicketModel
+
+    def reply(messages, params):
+        return ("Hello {{Customer Name}}, order {{Order Number}} is cancelled; call "
+                "[Customer Support Phone Number] with questions.")
+
+    examples = [Example("Please cancel my order", "Orders"), Example("App crash", "Technical")]
+    llm = LlmTicketModel(FunctionModel(reply), examples)
+    draft = llm.draft("Cancel order 55-1234 please.\n\nThanks, Dana Lee", "Orders", "en")
+    assert draft["draft_reply"].startswith("Hello Dana Lee, order 55-1234 is cancelled")
+    assert draft["flags"] == [
+        "draft has placeholders to fill in ([Customer Support Phone Number])"]
