@@ -12,7 +12,11 @@
     ├── RunError                    raised while work runs
     │   ├── TaskFailed              an awaited task ended DEAD (its last error kept)
     │   ├── LeaseLost               this worker no longer holds the task's lease
-    │   ├── ModelError              a model call failed; the SDK error is __cause__
+    │   ├── ModelError              a model call failed; the SDK error is __cause__; no
+    │   │   │                       key in its message (see :func:`redact`)
+    │   │   └── EndpointUnavailable the model server timed out or refused N calls in a
+    │   │                           row: calls fail fast until a trial call gets
+    │   │                           through (defined in foreperson.models)
     │   ├── GuardError              a state machine's CEL expression failed on the run's data
     │   ├── OutputValidationError   the model's final answer never matched the agent's output_type
     │   ├── RecursionLimitExceeded  a team run took more steps than its backstop allows
@@ -45,7 +49,8 @@ expectations; ``Agent.run_sync`` called inside a running event loop raises
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -71,6 +76,8 @@ __all__ = [
     "StoreError",
     "TaskFailed",
     "first_error",
+    "redact",
+    "redact_url",
     "retryable_status",
 ]
 
@@ -220,11 +227,92 @@ def retryable_status(code: int) -> bool:
     return code in (408, 409, 425, 429) or code >= 500
 
 
+_REDACTED = "***"   # what redact() and redact_url() put in place of a secret
+
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\s/?#@]*@)")
+"""``scheme://userinfo@``: the userinfo ends at the last ``@`` before the path."""
+
+_TOKEN = r"[A-Za-z0-9+/_.~=-]"
+_SECRET_PATTERNS = (
+    # keys with a well-known prefix: OpenAI (sk-, sk-proj-), Anthropic (sk-ant-), Groq,
+    # Hugging Face, Google, GitHub, Slack, AWS access key ids
+    re.compile(r"\b(?:sk|xai)-[A-Za-z0-9_-]{16,}"),
+    re.compile(r"\b(?:hf|gsk|ghp|gho|ghu|ghs|github_pat|glpat)_[A-Za-z0-9_]{16,}"),
+    re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"),
+    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
+    # a long token (24+ characters, a digit among them) after a word that announces one:
+    # "Bearer X", "api_key=X", "x-api-key: X", "token X", "secret: 'X'", "password=X"
+    re.compile(r"(?i)(?P<lead>\b(?:bearer|token|api[_-]?key|key|secret|password|passwd|"
+               r"authorization)\b(?:\s+(?:provided|given|supplied|used|is|was))?"
+               r"[\"']?\s*[:=]?\s*[\"']?\s*(?:bearer\s+)?)"
+               rf"(?={_TOKEN}*\d){_TOKEN}{{24,}}"),
+)
+
+_MIN_SECRET_LENGTH = 8   # shorter `secrets` are not searched for: "x" would blank out all
+
+
+def redact_url(url: str) -> str:
+    """``url`` with the password of its userinfo replaced: ``https://user:key@host/v1``
+    becomes ``https://user:***@host/v1``; a userinfo without a password that is 20
+    characters or more (a token used as the user name) becomes ``***``.
+
+    Args:
+        url: a URL, or any text holding URLs (each is redacted).
+
+    Returns:
+        The text with every URL's credentials replaced by ``***``; the rest
+        unchanged.
+    """
+    def replace(match: re.Match[str]) -> str:
+        userinfo = match["userinfo"][:-1]
+        user, colon, _password = userinfo.partition(":")
+        if colon:
+            return f"{match['scheme']}{user}:{_REDACTED}@"
+        if len(user) >= 20:
+            return f"{match['scheme']}{_REDACTED}@"
+        return match[0]
+
+    return _URL_USERINFO.sub(replace, url)
+
+
+def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """``text`` with credentials replaced by ``***``, for messages, logs and anything
+    stored: URL userinfo passwords (:func:`redact_url`), strings that look like an API
+    key (``sk-…``, ``sk-ant-…``, ``hf_…``, ``AIza…``, ``ghp_…``, and any token of 24 or
+    more characters with a digit after ``Bearer``, ``key``, ``api_key=``, ``token``,
+    ``secret`` or ``password``), and each of ``secrets`` wherever it appears.
+
+    A server that echoes the key it was sent back in its error body (issue 21 item 6)
+    is the case it is made for; :class:`ModelError` applies it to its own message. It is
+    idempotent: redacting twice gives the same text.
+
+    Args:
+        text: the text to clean.
+        secrets: exact strings to remove as well (the configured API key, a password);
+            None and strings under 8 characters are ignored (a placeholder such
+            as ``"x"`` would blank out every message).
+
+    Returns:
+        The cleaned text.
+    """
+    for secret in sorted({s for s in secrets if s and len(s) >= _MIN_SECRET_LENGTH},
+                         key=len, reverse=True):
+        text = text.replace(secret, _REDACTED)
+    text = redact_url(text)
+    for pattern in _SECRET_PATTERNS:
+        text = pattern.sub(lambda m: (m.groupdict().get("lead") or "") + _REDACTED, text)
+    return text
+
+
 class ModelError(RunError):
     """A call to a model failed: an HTTP error, a timeout, a connection error, a reply
     that could not be read, or retries that ran out.
 
-    The provider SDK's own exception, when there is one, is kept as ``__cause__``.
+    The provider SDK's own exception, when there is one, is kept as ``__cause__``. The
+    message is passed through :func:`redact` (no URL password, nothing that looks like an
+    API key); the adapters also remove their configured key, from this message and from
+    the SDK exception's.
 
     Attributes:
         model: the model's name (``"openai:gpt-4o"``), or None when unknown.
@@ -248,7 +336,7 @@ class ModelError(RunError):
         retry_after_s: float | None = None,
         attempts: int = 1,
     ) -> None:
-        super().__init__(message)
+        super().__init__(redact(message))
         self.model = model
         self.status_code = status_code
         self._retryable = retryable

@@ -225,3 +225,30 @@ async def test_a_server_that_never_answers_times_out_at_the_providers_bound(
     async with AnthropicModel("claude-opus-4-7", provider=provider) as adapter:
         with pytest.raises(ModelError, match=r"timed out after 0\.3 s"):
             await adapter.request([UserMessage("hi")], ModelRequestParameters())
+
+
+# --- credentials never reach a message (issue 21 item 6) ---------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_key_the_server_echoes_back_is_in_no_error_nor_its_cause(
+    server: FakeServer,
+) -> None:
+    import traceback
+
+    host = server.url.removeprefix("http://")
+    key, password = "plain-secret-value", "url-Password"
+    other = "sk-ant-api03-Abc123Def456Ghi789Jkl012-XYZ"
+    server.add(message_error(401, f"invalid x-api-key {key}; also {other} from "
+                                  f"http://ada:{password}@{host}"))
+    provider = AnthropicProvider(api_key=key, base_url=f"http://ada:{password}@{host}")
+    assert password not in repr(provider)
+    async with AnthropicModel("claude-opus-4-7", provider=provider) as adapter:
+        with pytest.raises(ModelError, match="HTTP 401") as info:
+            await adapter.request([UserMessage("hi")], ModelRequestParameters())
+    # the SDK sends the URL's credentials as Basic auth (for a proxy), instead of the key
+    assert server.requests[0].headers["authorization"].startswith("Basic ")
+    shown = "".join(traceback.format_exception(info.value))   # the SDK's error included
+    assert "invalid x-api-key ***" in shown
+    for secret in (key, password, other):
+        assert secret not in shown

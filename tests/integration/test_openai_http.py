@@ -382,3 +382,32 @@ async def test_extra_body_reaches_the_server_as_given(
     await model.request([UserMessage("hi")], ModelRequestParameters(settings=settings))
     body = server.requests[0].body
     assert (body["top_k"], body["seed"], body["temperature"]) == (5, 7, 0.0)
+
+
+# --- credentials never reach a message (issue 21 item 6) ---------------------------------
+
+PLANTED = ("plain-secret-value", "url-Password", "sk-proj-Abc123Def456Ghi789Jkl012")
+
+
+@pytest.mark.anyio
+async def test_a_key_the_server_echoes_back_is_in_no_error_nor_its_cause(
+    server: FakeServer,
+) -> None:
+    import traceback
+
+    host = server.url.removeprefix("http://")
+    key, password, other = PLANTED
+    server.add(chat_error(401, f"Incorrect API key provided: {key}; also {other} from "
+                               f"http://ada:{password}@{host}/v1"))
+    provider = OpenAIProvider(api_key=key, base_url=f"http://ada:{password}@{host}/v1")
+    assert password not in repr(provider)
+    async with OpenAIChatModel("gpt-4o", provider=provider) as model:
+        with pytest.raises(ModelError, match="HTTP 401") as info:
+            await RetryingModel(model, sleep=Sleeps()).request(
+                [UserMessage("hi")], ModelRequestParameters())
+    # the SDK sends the URL's credentials as Basic auth (for a proxy), instead of the key
+    assert server.requests[0].headers["authorization"].startswith("Basic ")
+    shown = "".join(traceback.format_exception(info.value))   # the SDK's error included
+    assert "Incorrect API key provided: ***" in shown
+    for secret in PLANTED:
+        assert secret not in shown

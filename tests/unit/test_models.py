@@ -343,13 +343,29 @@ def test_bad_arguments_stay_a_value_error_the_agent_reports_to_the_model() -> No
 # --- timeouts (issue 8 item 10) ---------------------------------------------------------
 
 
-def test_requests_time_out_after_60_s_by_default_and_connecting_after_5() -> None:
+def test_requests_time_out_after_30_s_by_default_and_connecting_after_5() -> None:
     from foreperson.models import DEFAULT_TIMEOUT_S, AnthropicProvider, OpenAIProvider
 
-    assert DEFAULT_TIMEOUT_S == 60.0
+    assert DEFAULT_TIMEOUT_S == 30.0
     for provider in (OpenAIProvider(api_key="sk-x"), AnthropicProvider(api_key="sk-x")):
         timeout = provider.client.timeout
-        assert (timeout.read, timeout.connect) == (60.0, 5.0)
+        assert (timeout.read, timeout.connect) == (30.0, 5.0)
+
+
+def test_a_hung_server_costs_one_call_at_most_120_s_by_default() -> None:
+    # issue 21 item 9: 60 s x 4 attempts held a run 247 s; now every attempt's request
+    # timeout, its profile detection and the backoff between attempts add up to <= 120 s
+    from foreperson.models import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_S
+    from foreperson.models._profiles import DETECT_TIMEOUT_S
+
+    retrying = RetryingModel(ScriptedModel())
+    assert retrying.max_attempts == DEFAULT_MAX_ATTEMPTS == 3
+    backoff = sum(min(retrying.cap_s, retrying.base_s * 2 ** k) * 1.25
+                  for k in range(DEFAULT_MAX_ATTEMPTS - 1))
+    worst = DEFAULT_MAX_ATTEMPTS * (DEFAULT_TIMEOUT_S + DETECT_TIMEOUT_S) + backoff
+    assert worst == 108.75 <= 120
+    model = infer_model("gpt-4o", api_key="sk-x")
+    assert isinstance(model, RetryingModel) and model.max_attempts == 3
 
 
 def test_infer_model_passes_timeout_s_to_the_provider() -> None:

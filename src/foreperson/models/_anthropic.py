@@ -11,9 +11,10 @@ import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from ..errors import ConfigurationError, MissingDependency, ModelError
+from ..errors import ConfigurationError, MissingDependency, ModelError, redact_url
 from ..retry import is_retryable, retry_after_seconds
 from ._base import ModelBase, output_schema, parse_output
+from ._circuit import BreakerPolicy
 from ._messages import (
     Message,
     ModelRequestParameters,
@@ -29,6 +30,7 @@ from ._provider import (
     DEFAULT_TIMEOUT_S,
     Provider,
     merge_extra_body,
+    redact_sdk_error,
     timeout_for,
     timeout_note,
     unsupported_request,
@@ -66,18 +68,25 @@ class AnthropicProvider(Provider):
         base_url: another server speaking the same protocol (a proxy, a test server);
             default Anthropic's API.
         timeout_s: seconds one request may take (default
-            :data:`~foreperson.models.DEFAULT_TIMEOUT_S`, 60; connecting gets at most 5
+            :data:`~foreperson.models.DEFAULT_TIMEOUT_S`, 30; connecting gets at most 5
             of them). ``ModelSettings(timeout_s=)`` overrides it per request.
         client: an ``anthropic.AsyncAnthropic`` to use as is, on one event loop
             (``api_key``, ``base_url`` and ``timeout_s`` are then ignored).
         extra_body: fields merged into every request's JSON body (sampling options of
             a local server, say), below what a request sets itself; default
             ``$FOREPERSON_MODEL_EXTRA_BODY`` (a JSON object), else none.
+        breaker: the endpoint's circuit breaker policy (default
+            :meth:`~foreperson.models.BreakerPolicy.from_env`: after 3 timeouts or
+            connection failures in a row, calls fail fast for 30 s); shared by every
+            provider of the process for the same base URL and model.
+
+    The key, and a password in ``base_url``, never appear in messages, logs or
+    ``repr``: they read ``***``.
 
     Raises:
         MissingDependency: the ``anthropic`` extra is not installed.
-        ConfigurationError: no key was given and ``$ANTHROPIC_API_KEY`` is not set, or
-            ``timeout_s`` is not a positive number.
+        ConfigurationError: no key was given and ``$ANTHROPIC_API_KEY`` is not set,
+            ``timeout_s`` is not a positive number, or a breaker variable is invalid.
     """
 
     name = "anthropic"
@@ -90,9 +99,10 @@ class AnthropicProvider(Provider):
         timeout_s: float = DEFAULT_TIMEOUT_S,
         client: Any = None,
         extra_body: Mapping[str, Any] | None = None,
+        breaker: BreakerPolicy | None = None,
     ) -> None:
         if client is not None:
-            super().__init__(None, client, extra_body=extra_body)
+            super().__init__(None, client, extra_body=extra_body, breaker=breaker)
             self.base_url: str | None = str(client.base_url)
             return
         anthropic = _import_anthropic()
@@ -110,7 +120,7 @@ class AnthropicProvider(Provider):
                 api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
             )
 
-        super().__init__(factory, extra_body=extra_body)
+        super().__init__(factory, extra_body=extra_body, breaker=breaker, api_key=api_key)
 
     @property
     def endpoint(self) -> str:
@@ -119,7 +129,7 @@ class AnthropicProvider(Provider):
         return self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or ANTHROPIC_API_URL
 
     def __repr__(self) -> str:
-        return f"<AnthropicProvider base_url={self.endpoint}>"
+        return f"<AnthropicProvider base_url={redact_url(self.endpoint)}>"
 
 
 class AnthropicModel(ModelBase):
@@ -153,14 +163,16 @@ class AnthropicModel(ModelBase):
         """One messages call. See :meth:`foreperson.models.Model.request`.
 
         Raises:
+            EndpointUnavailable: the endpoint's circuit breaker is open (nothing sent).
             ModelError: HTTP error, timeout or connection error.
         """
         anthropic = _import_anthropic()
         kwargs = self._request_kwargs(messages, params)
-        try:
-            reply = await self.provider.client.messages.create(**kwargs)
-        except anthropic.AnthropicError as exc:
-            raise _model_error(anthropic, exc, self.name) from exc
+        with self.provider.guarded(self.model_name):
+            try:
+                reply = await self.provider.client.messages.create(**kwargs)
+            except anthropic.AnthropicError as exc:
+                raise _model_error(anthropic, exc, self.name, self.provider) from exc
         texts: list[str] = []
         calls: list[ToolCall] = []
         for block in reply.content:
@@ -189,7 +201,7 @@ class AnthropicModel(ModelBase):
         :meth:`foreperson.models.Model.request_stream`.
 
         Raises:
-            ModelError: as :meth:`request`.
+            EndpointUnavailable, ModelError: as :meth:`request`.
         """
         anthropic = _import_anthropic()
         kwargs = self._request_kwargs(messages, params)
@@ -198,41 +210,41 @@ class AnthropicModel(ModelBase):
         model_name = self.model_name
         stop_reason: str | None = None
         input_tokens = output_tokens = 0
-        try:
-            stream = await self.provider.client.messages.create(**kwargs)
-            async with stream:
-                async for event in stream:
-                    if event.type == "message_start":
-                        model_name = event.message.model or model_name
-                        input_tokens = event.message.usage.input_tokens or 0
-                        output_tokens = event.message.usage.output_tokens or 0
-                    elif event.type == "content_block_start":
-                        block = event.content_block
-                        if block.type == "text":
-                            blocks[event.index] = {"type": "text", "text": block.text or ""}
-                            if block.text:
-                                yield TextDelta(block.text)
-                        elif block.type == "tool_use":
-                            blocks[event.index] = {
-                                "type": "tool_use", "id": block.id, "name": block.name, "json": "",
-                            }
-                    elif event.type == "content_block_delta":
-                        slot = blocks.get(event.index)
-                        delta = event.delta
-                        if slot is None:
-                            continue
-                        if delta.type == "text_delta":
-                            slot["text"] += delta.text
-                            yield TextDelta(delta.text)
-                        elif delta.type == "input_json_delta":
-                            slot["json"] += delta.partial_json
-                    elif event.type == "message_delta":
-                        stop_reason = event.delta.stop_reason or stop_reason
-                        if event.usage.input_tokens is not None:
-                            input_tokens = event.usage.input_tokens
-                        output_tokens = event.usage.output_tokens
-        except anthropic.AnthropicError as exc:
-            raise _model_error(anthropic, exc, self.name) from exc
+        with self.provider.guarded(self.model_name):
+            try:
+                stream = await self.provider.client.messages.create(**kwargs)
+                async with stream:
+                    async for event in stream:
+                        if event.type == "message_start":
+                            model_name = event.message.model or model_name
+                            input_tokens = event.message.usage.input_tokens or 0
+                            output_tokens = event.message.usage.output_tokens or 0
+                        elif event.type == "content_block_start":
+                            block = event.content_block
+                            if block.type == "text":
+                                blocks[event.index] = {"type": "text", "text": block.text or ""}
+                                if block.text:
+                                    yield TextDelta(block.text)
+                            elif block.type == "tool_use":
+                                blocks[event.index] = {"type": "tool_use", "id": block.id,
+                                                       "name": block.name, "json": ""}
+                        elif event.type == "content_block_delta":
+                            slot = blocks.get(event.index)
+                            delta = event.delta
+                            if slot is None:
+                                continue
+                            if delta.type == "text_delta":
+                                slot["text"] += delta.text
+                                yield TextDelta(delta.text)
+                            elif delta.type == "input_json_delta":
+                                slot["json"] += delta.partial_json
+                        elif event.type == "message_delta":
+                            stop_reason = event.delta.stop_reason or stop_reason
+                            if event.usage.input_tokens is not None:
+                                input_tokens = event.usage.input_tokens
+                            output_tokens = event.usage.output_tokens
+            except anthropic.AnthropicError as exc:
+                raise _model_error(anthropic, exc, self.name, self.provider) from exc
         texts = [b["text"] for _, b in sorted(blocks.items()) if b["type"] == "text"]
         calls = tuple(
             ToolCall(name=b["name"], arguments=_arguments(b["json"]), id=b["id"])
@@ -355,8 +367,13 @@ def _wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:  # noqa
     return wire
 
 
-def _model_error(anthropic: Any, exc: Exception, model: str) -> ModelError:
-    """Translate an SDK error into a ModelError that says what to do."""
+def _model_error(anthropic: Any, exc: Exception, model: str,
+                 provider: Provider | None = None) -> ModelError:
+    """Translate an SDK error into a ModelError that says what to do, without the
+    provider's key or anything that looks like one (a server may echo the key it was
+    sent in its error body); the SDK error, kept as ``__cause__``, is cleaned too."""
+    if provider is not None:
+        redact_sdk_error(exc, provider.secrets)
     status: int | None = None
     retryable = is_retryable(exc)
     if isinstance(exc, anthropic.APIStatusError):
@@ -374,7 +391,7 @@ def _model_error(anthropic: Any, exc: Exception, model: str) -> ModelError:
     else:
         message = f"model {model}: {type(exc).__name__}: {exc}"
     return ModelError(
-        message,
+        provider.redact(message) if provider is not None else message,
         model=model,
         status_code=status,
         retryable=retryable,

@@ -8,8 +8,10 @@ import re
 
 from ..errors import ConfigurationError
 from ._base import Model
+from ._circuit import BreakerPolicy
 from ._profiles import ModelProfile
 from ._provider import DEFAULT_TIMEOUT_S
+from ._retry import DEFAULT_MAX_ATTEMPTS
 
 __all__ = ["infer_model", "infer_provider"]
 
@@ -56,28 +58,35 @@ def infer_model(
     base_url: str | None = None,
     *,
     api_key: str | None = None,
-    max_attempts: int = 4,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     profile: str | ModelProfile | None = None,
+    breaker: BreakerPolicy | None = None,
 ) -> Model:
     """Turn a model string into a ready :class:`~foreperson.models.Model`.
 
     The model is wrapped in :class:`~foreperson.models.RetryingModel` (429, 5xx and
     timeouts retried with backoff; the SDK's own retries are off) unless
-    ``max_attempts`` is 1. A :class:`Model` passed in is returned unchanged.
+    ``max_attempts`` is 1. Its endpoint has a circuit breaker shared by the process
+    (see :class:`~foreperson.models.BreakerPolicy`). A :class:`Model` passed in is
+    returned unchanged.
 
     Args:
         name: a model string (see :func:`infer_provider`) or a Model.
         base_url: an OpenAI-compatible server (default ``$OPENAI_BASE_URL``), or another
             Anthropic endpoint for ``anthropic:`` names.
         api_key: the key; default ``$OPENAI_API_KEY`` / ``$ANTHROPIC_API_KEY``.
-        max_attempts: attempts per model call, the first included (default 4).
+        max_attempts: attempts per model call, the first included (default 3).
         timeout_s: seconds one request may take (default
-            :data:`~foreperson.models.DEFAULT_TIMEOUT_S`, 60), so a server that never
-            answers costs at most ``max_attempts`` times this plus the backoff.
+            :data:`~foreperson.models.DEFAULT_TIMEOUT_S`, 30), so a server that never
+            answers costs at most ``max_attempts`` times this (plus 5 s of profile
+            detection each, and the backoff): 108.75 s with the defaults.
         profile: for OpenAI-compatible servers, the server's
             :class:`~foreperson.models.ModelProfile` or its name (default: detected;
             see :class:`~foreperson.models.OpenAIProvider`). Not for Anthropic.
+        breaker: the endpoint's circuit breaker policy (default
+            :meth:`~foreperson.models.BreakerPolicy.from_env`: 3 timeouts or connection
+            failures in a row, then calls fail fast for 30 s).
 
     Returns:
         The model.
@@ -85,7 +94,8 @@ def infer_model(
     Raises:
         ConfigurationError: unknown name, no API key (the message says which variable
             to export), ``max_attempts`` < 1, a ``timeout_s`` that is not a positive
-            number, an unknown profile, or a profile for an Anthropic model.
+            number, an unknown profile, a profile for an Anthropic model, or an invalid
+            ``$FOREPERSON_MODEL_BREAKER_*`` variable.
         MissingDependency: the provider's SDK is not installed (the message names the
             ``pip install 'foreperson[…]'`` that fixes it).
     """
@@ -100,7 +110,8 @@ def infer_model(
         from ._openai import OpenAIChatModel, OpenAIProvider
 
         model = OpenAIChatModel(model_name, provider=OpenAIProvider(
-            api_key=api_key, base_url=base_url, timeout_s=timeout_s, profile=profile))
+            api_key=api_key, base_url=base_url, timeout_s=timeout_s, profile=profile,
+            breaker=breaker))
     else:
         if profile is not None:
             raise ConfigurationError(f"model {name!r}: profile= is for OpenAI-compatible "
@@ -108,7 +119,7 @@ def infer_model(
         from ._anthropic import AnthropicModel, AnthropicProvider
 
         model = AnthropicModel(model_name, provider=AnthropicProvider(
-            api_key=api_key, base_url=base_url, timeout_s=timeout_s))
+            api_key=api_key, base_url=base_url, timeout_s=timeout_s, breaker=breaker))
     if max_attempts > 1:
         from ._retry import RetryingModel
 

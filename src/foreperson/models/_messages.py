@@ -229,7 +229,7 @@ class ModelSettings:
             adapter uses 4,096 when None).
         temperature: sampling temperature.
         timeout_s: seconds one HTTP request may take before it counts as a timeout
-            (None: the provider's, 60 s by default).
+            (None: the provider's, 30 s by default).
         extra_body: fields merged into the request's JSON body as they are, for what the
             adapters do not model (``{"top_k": 20}``, ``{"seed": 7}``, a server's own
             options). They win over the fields the adapter sets.

@@ -21,9 +21,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..errors import ConfigurationError, MissingDependency, ModelError
+from ..errors import ConfigurationError, MissingDependency, ModelError, redact_url
 from ..retry import is_retryable, retry_after_seconds
 from ._base import ModelBase, output_schema, parse_output
+from ._circuit import BreakerPolicy
 from ._messages import (
     Message,
     ModelRequestParameters,
@@ -48,6 +49,7 @@ from ._provider import (
     DEFAULT_TIMEOUT_S,
     Provider,
     merge_extra_body,
+    redact_sdk_error,
     timeout_for,
     timeout_note,
     unsupported_request,
@@ -87,7 +89,7 @@ class OpenAIProvider(Provider):
         base_url: the server, e.g. ``http://localhost:11434/v1`` for Ollama; default
             ``$OPENAI_BASE_URL``, else OpenAI's own API.
         timeout_s: seconds one request may take (default
-            :data:`~foreperson.models.DEFAULT_TIMEOUT_S`, 60; connecting gets at most
+            :data:`~foreperson.models.DEFAULT_TIMEOUT_S`, 30; connecting gets at most
             5 of them). ``ModelSettings(timeout_s=)`` overrides it per request.
         client: an ``openai.AsyncOpenAI`` to use as is, on one event loop (``api_key``,
             ``base_url`` and ``timeout_s`` are then ignored).
@@ -99,11 +101,19 @@ class OpenAIProvider(Provider):
             Default: ``"openai"`` for OpenAI's own API, else detected from the server's
             ``GET /models`` answer the first time a request has tools or a structured
             output (see :mod:`foreperson.models._profiles`).
+        breaker: the endpoint's circuit breaker policy (default
+            :meth:`~foreperson.models.BreakerPolicy.from_env`: after 3 timeouts or
+            connection failures in a row, calls fail fast for 30 s); shared by every
+            provider of the process for the same base URL and model.
+
+    The key, and a password in ``base_url`` (``https://user:key@host/v1``), never
+    appear in messages, logs or ``repr``: they read ``***``.
 
     Raises:
         MissingDependency: the ``openai`` extra is not installed.
         ConfigurationError: no key, and no ``base_url`` to suggest a local server; an
-            unknown profile name; a ``timeout_s`` that is not a positive number.
+            unknown profile name; a ``timeout_s`` that is not a positive number; an
+            invalid breaker variable.
     """
 
     name = "openai"
@@ -117,10 +127,11 @@ class OpenAIProvider(Provider):
         client: Any = None,
         profile: str | ModelProfile | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        breaker: BreakerPolicy | None = None,
     ) -> None:
         self._profile: ModelProfile | None = None if profile is None else get_profile(profile)
         if client is not None:
-            super().__init__(None, client, extra_body=extra_body)
+            super().__init__(None, client, extra_body=extra_body, breaker=breaker)
             self.base_url: str | None = str(client.base_url)
             self.custom_server = _is_custom(self.base_url)
             self._set_default_profile()
@@ -147,7 +158,8 @@ class OpenAIProvider(Provider):
                 api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
             )
 
-        super().__init__(factory, extra_body=extra_body)
+        super().__init__(factory, extra_body=extra_body, breaker=breaker,
+                         api_key=None if api_key == _NO_KEY_NEEDED else api_key)
 
     def _set_default_profile(self) -> None:
         if self._profile is None and not self.custom_server:
@@ -183,16 +195,18 @@ class OpenAIProvider(Provider):
         except openai.APIStatusError:
             body = None                      # answered, but no list: not one we know
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            logger.debug("profile detection at %s failed: %s", self.endpoint, exc)
+            logger.debug("profile detection at %s failed: %s", redact_url(self.endpoint),
+                         self.redact(str(exc)))
             return PROFILES["openai-compatible"]
         except ValueError:
             body = None                      # not JSON
         self._profile = profile_from_models_list(body)
-        logger.info("model server %s: using the %r profile", self.endpoint, self._profile.name)
+        logger.info("model server %s: using the %r profile", redact_url(self.endpoint),
+                    self._profile.name)
         return self._profile
 
     def __repr__(self) -> str:
-        return f"<OpenAIProvider base_url={self.endpoint}>"
+        return f"<OpenAIProvider base_url={redact_url(self.endpoint)}>"
 
 
 def _is_custom(base_url: str | None) -> bool:
@@ -231,14 +245,17 @@ class OpenAIChatModel(ModelBase):
         """One chat completion. See :meth:`foreperson.models.Model.request`.
 
         Raises:
+            EndpointUnavailable: the endpoint's circuit breaker is open (nothing sent).
             ModelError: HTTP error, timeout, connection error, or a reply without choices.
         """
-        kwargs = self._request_kwargs(messages, params, await self._profile(messages, params))
         openai = _import_openai()
-        try:
-            completion = await self.provider.client.chat.completions.create(**kwargs)
-        except openai.OpenAIError as exc:
-            raise _model_error(openai, exc, self.name) from exc
+        with self.provider.guarded(self.model_name):
+            profile = await self._profile(messages, params)
+            kwargs = self._request_kwargs(messages, params, profile)
+            try:
+                completion = await self.provider.client.chat.completions.create(**kwargs)
+            except openai.OpenAIError as exc:
+                raise _model_error(openai, exc, self.name, self.provider) from exc
         if not completion.choices:
             raise ModelError(f"model {self.name}: the reply had no choices", model=self.name)
         choice = completion.choices[0]
@@ -274,41 +291,44 @@ class OpenAIChatModel(ModelBase):
         :meth:`foreperson.models.Model.request_stream`.
 
         Raises:
-            ModelError: as :meth:`request`.
+            EndpointUnavailable, ModelError: as :meth:`request`.
         """
-        kwargs = self._request_kwargs(messages, params, await self._profile(messages, params))
-        kwargs["stream"] = True
-        kwargs["stream_options"] = {"include_usage": True}
         openai = _import_openai()
         text_parts: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         finish_reason: str | None = None
         model_name = self.model_name
         input_tokens = output_tokens = 0
-        try:
-            stream = await self.provider.client.chat.completions.create(**kwargs)
-            async with stream:
-                async for chunk in stream:
-                    model_name = chunk.model or model_name
-                    if chunk.usage is not None:
-                        input_tokens = chunk.usage.prompt_tokens
-                        output_tokens = chunk.usage.completion_tokens
-                    for choice in chunk.choices[:1]:
-                        delta = choice.delta
-                        if delta.content:
-                            text_parts.append(delta.content)
-                            yield TextDelta(delta.content)
-                        for piece in delta.tool_calls or ():
-                            slot = calls.setdefault(piece.index, {"id": "", "name": "", "args": ""})
-                            if piece.id:
-                                slot["id"] = piece.id
-                            if piece.function is not None:
-                                slot["name"] += piece.function.name or ""
-                                slot["args"] += piece.function.arguments or ""
-                        if choice.finish_reason:
-                            finish_reason = choice.finish_reason
-        except openai.OpenAIError as exc:
-            raise _model_error(openai, exc, self.name) from exc
+        with self.provider.guarded(self.model_name):
+            profile = await self._profile(messages, params)
+            kwargs = self._request_kwargs(messages, params, profile)
+            kwargs["stream"] = True
+            kwargs["stream_options"] = {"include_usage": True}
+            try:
+                stream = await self.provider.client.chat.completions.create(**kwargs)
+                async with stream:
+                    async for chunk in stream:
+                        model_name = chunk.model or model_name
+                        if chunk.usage is not None:
+                            input_tokens = chunk.usage.prompt_tokens
+                            output_tokens = chunk.usage.completion_tokens
+                        for choice in chunk.choices[:1]:
+                            delta = choice.delta
+                            if delta.content:
+                                text_parts.append(delta.content)
+                                yield TextDelta(delta.content)
+                            for piece in delta.tool_calls or ():
+                                slot = calls.setdefault(piece.index,
+                                                        {"id": "", "name": "", "args": ""})
+                                if piece.id:
+                                    slot["id"] = piece.id
+                                if piece.function is not None:
+                                    slot["name"] += piece.function.name or ""
+                                    slot["args"] += piece.function.arguments or ""
+                            if choice.finish_reason:
+                                finish_reason = choice.finish_reason
+            except openai.OpenAIError as exc:
+                raise _model_error(openai, exc, self.name, self.provider) from exc
         text = "".join(text_parts) if text_parts else None
         tool_calls = tuple(
             ToolCall(name=slot["name"], arguments=_arguments(slot["args"]), id=slot["id"])
@@ -463,8 +483,13 @@ def _wire_message(message: Message) -> dict[str, Any]:
     )
 
 
-def _model_error(openai: Any, exc: Exception, model: str) -> ModelError:
-    """Translate an SDK error into a ModelError that says what to do."""
+def _model_error(openai: Any, exc: Exception, model: str,
+                 provider: Provider | None = None) -> ModelError:
+    """Translate an SDK error into a ModelError that says what to do, without the
+    provider's key or anything that looks like one (a server may echo the key it was
+    sent in its error body); the SDK error, kept as ``__cause__``, is cleaned too."""
+    if provider is not None:
+        redact_sdk_error(exc, provider.secrets)
     status: int | None = None
     retryable = is_retryable(exc)
     if isinstance(exc, openai.APIStatusError):
@@ -485,7 +510,7 @@ def _model_error(openai: Any, exc: Exception, model: str) -> ModelError:
     else:
         message = f"model {model}: {type(exc).__name__}: {exc}"
     return ModelError(
-        message,
+        provider.redact(message) if provider is not None else message,
         model=model,
         status_code=status,
         retryable=retryable,

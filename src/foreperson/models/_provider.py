@@ -25,7 +25,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, redact, redact_url
+from ._circuit import BreakerPolicy, CircuitBreaker, shared_breaker
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT_S",
@@ -35,11 +36,18 @@ __all__ = [
     "check_reachable",
 ]
 
-DEFAULT_TIMEOUT_S = 60.0
-"""Seconds one model request may take by default (the SDKs' own default is 600 s, and a
+DEFAULT_TIMEOUT_S = 30.0
+"""Seconds one model request may take by default (the SDKs' own default is 600 s: a
 server that accepts the connection and never answers then held a run for 40 minutes over
-4 attempts). Override with ``timeout_s=`` on the provider or :func:`infer_model`, or per
-request with ``ModelSettings(timeout_s=)``."""
+4 attempts; 60 s x 4 attempts still held it 247 s). With the default 3 attempts of
+:class:`~foreperson.models.RetryingModel`, one call against a hung server costs at most
+3 x 30 s of requests + 3 x 5 s of profile detection (``DETECT_TIMEOUT_S``, when the
+request needs it) + at most 1.25 + 2.5 s of backoff = 108.75 s, under 120 s; and the
+endpoint's circuit breaker then fails the next calls at once. Override with
+``timeout_s=`` on the provider or :func:`infer_model` (a slow local server writing long
+replies may need more), or per request with ``ModelSettings(timeout_s=)``. The SDKs
+apply it between bytes received, so a server that trickles its answer can take
+longer."""
 
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
 """Seconds to open a TCP connection (the SDKs' default too); at most the request timeout."""
@@ -115,22 +123,32 @@ class Provider:
         extra_body: fields merged into every request's JSON body, below what a request
             sets itself; default ``$FOREPERSON_MODEL_EXTRA_BODY`` (a JSON object), else
             none.
+        breaker: when the endpoint's circuit breaker opens and for how long (see
+            :class:`~foreperson.models.BreakerPolicy`); default
+            :meth:`BreakerPolicy.from_env() <foreperson.models.BreakerPolicy.from_env>`
+            (3 timeouts or connection failures in a row, 30 s).
+        api_key: the key, only to be removed from error messages (never shown).
 
     Raises:
         ConfigurationError: neither ``factory`` nor ``client`` was given, or
-            ``$FOREPERSON_MODEL_EXTRA_BODY`` is not a JSON object.
+            ``$FOREPERSON_MODEL_EXTRA_BODY`` is not a JSON object, or a breaker variable
+            (``$FOREPERSON_MODEL_BREAKER_FAILURES`` / ``_COOL_DOWN_S``) is not valid.
     """
 
     name = "provider"
 
     def __init__(self, factory: Callable[[], Any] | None, client: Any = None, *,
-                 extra_body: Mapping[str, Any] | None = None) -> None:
+                 extra_body: Mapping[str, Any] | None = None,
+                 breaker: BreakerPolicy | None = None, api_key: str | None = None) -> None:
         if factory is None and client is None:
             raise ConfigurationError(
                 f"{type(self).__name__}: give it an SDK client (client=...) or let it build "
                 "one from api_key= / base_url="
             )
         self.extra_body: dict[str, Any] = _extra_body(extra_body)
+        self.breaker_policy = breaker if breaker is not None else BreakerPolicy.from_env()
+        given_key = api_key if api_key is not None else getattr(client, "api_key", None)
+        self._api_key: str | None = given_key if isinstance(given_key, str) else None
         self._factory = factory
         self._fixed = client
         self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
@@ -163,6 +181,62 @@ class Provider:
         """The URL requests go to (``base_url``, or the SDK's default), or None when
         unknown (a client given as is without a ``base_url``)."""
         return getattr(self, "base_url", None)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """What must never appear in a message: the API key and the base URL's password
+        (pass them to :func:`~foreperson.errors.redact`)."""
+        password = None
+        if self.endpoint is not None:
+            with contextlib.suppress(ValueError):
+                password = urlsplit(self.endpoint).password
+        return tuple(s for s in (self._api_key, password) if s)
+
+    def redact(self, text: str) -> str:
+        """``text`` without this provider's secrets, nor anything that looks like a key
+        or a URL password (:func:`~foreperson.errors.redact`).
+
+        Args:
+            text: a message, a log line.
+
+        Returns:
+            The cleaned text.
+        """
+        return redact(text, self.secrets)
+
+    def breaker_for(self, model_name: str) -> CircuitBreaker | None:
+        """The circuit breaker of this provider's endpoint for ``model_name``, shared by
+        every provider of the process with the same kind, endpoint and policy.
+
+        Args:
+            model_name: the model, as the server knows it.
+
+        Returns:
+            The breaker, or None when the policy turns breakers off or the endpoint is
+            unknown.
+        """
+        if self.endpoint is None:
+            return None
+        return shared_breaker(self.name, self.endpoint, model_name, self.breaker_policy)
+
+    def guarded(self, model_name: str) -> contextlib.AbstractContextManager[None]:
+        """A context manager around one call to the server for ``model_name``: it fails
+        fast while the endpoint's breaker is open and records the call's outcome.
+
+        Args:
+            model_name: the model, as the server knows it.
+
+        Returns:
+            ``breaker.attempt(...)``, or a context that does nothing when there is no
+            breaker.
+
+        Raises:
+            EndpointUnavailable: on entering, while the endpoint's breaker is open.
+        """
+        breaker = self.breaker_for(model_name)
+        if breaker is None:
+            return contextlib.nullcontext()
+        return breaker.attempt(f"{self.name}:{model_name}")
 
     async def aclose(self) -> None:
         """Close the running loop's client (and one made outside any loop); the next
@@ -212,13 +286,12 @@ def check_reachable(target: Any, *, timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     """
     if isinstance(target, str):
         url: str | None = target
-        what = f"model server {target}"
     else:
         provider = target if isinstance(target, Provider) else _provider_of(target)
         url = provider.endpoint if provider is not None else None
-        what = f"model server {url}"
     if url is None:
         return
+    what = f"model server {redact_url(url)}"
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigurationError(f"{what}: expected http(s)://host[:port]/path")
@@ -230,7 +303,7 @@ def check_reachable(target: Any, *, timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
         if proxy_parts.hostname:
             host = proxy_parts.hostname
             port = proxy_parts.port or (443 if proxy_parts.scheme == "https" else 80)
-            via = f" through the proxy {host}:{port}"
+            via = f" through the proxy {host}:{port}"  # no userinfo: it is not printed
     try:
         socket.create_connection((host, port), timeout=timeout_s).close()
     except socket.gaierror as exc:
@@ -297,6 +370,22 @@ def unsupported_request(status: int | None, message: str) -> bool:
     if status is None or status < 400:
         return False
     return status == 501 or bool(_UNSUPPORTED.search(message))
+
+
+def redact_sdk_error(exc: BaseException, secrets: tuple[str, ...] = ()) -> None:
+    """Clean an SDK exception in place (its ``args`` and ``message``) with
+    :func:`~foreperson.errors.redact`, so that a traceback showing it as the ``__cause__``
+    of a :class:`~foreperson.errors.ModelError` shows no key a server echoed back.
+
+    Args:
+        exc: the SDK's exception.
+        secrets: exact strings to remove as well (the provider's key).
+    """
+    exc.args = tuple(redact(a, secrets) if isinstance(a, str) else a for a in exc.args)
+    message = getattr(exc, "message", None)
+    if isinstance(message, str):
+        with contextlib.suppress(AttributeError):
+            exc.message = redact(message, secrets)  # type: ignore[attr-defined]
 
 
 def timeout_note(exc: Exception) -> str:

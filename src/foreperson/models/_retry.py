@@ -10,14 +10,22 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import anyio
 
-from ..errors import ConfigurationError, ModelError
+from ..errors import ConfigurationError, ModelError, redact
 from ..retry import backoff_seconds, is_retryable, retry_after_seconds
 from ._base import Model, ModelBase
 from ._messages import Message, ModelRequestParameters, ModelResponse, TextDelta
 
-__all__ = ["RetryingModel"]
+__all__ = ["DEFAULT_MAX_ATTEMPTS", "RetryingModel"]
 
 logger = logging.getLogger("foreperson.models")
+
+DEFAULT_MAX_ATTEMPTS = 3
+"""Attempts per model call, the first included, of :class:`RetryingModel` and
+:func:`~foreperson.models.infer_model`. With the default request timeout
+(:data:`~foreperson.models.DEFAULT_TIMEOUT_S`, 30 s) a server that accepts connections
+and never answers costs one call at most 3 x (30 s + 5 s of profile detection) + 1.25 s +
+2.5 s of backoff = 108.75 s (issue 21 item 9: at most 120 s; 4 attempts of 60 s were
+247 s); the endpoint's circuit breaker then fails the next calls at once."""
 
 
 class RetryingModel(ModelBase):
@@ -25,11 +33,21 @@ class RetryingModel(ModelBase):
     exponential backoff and jitter, honouring the server's ``Retry-After``. Other 4xx
     fail at once (seed 000's classification, :func:`foreperson.retry.is_retryable`).
 
-    The adapters turn their SDK's own retries off, so these are the only ones.
+    The adapters turn their SDK's own retries off, so these are the only ones. A call
+    refused by an open circuit breaker (:class:`~foreperson.models.EndpointUnavailable`)
+    is not retried.
+
+    Worst case against a server that accepts connections and never answers, with the
+    defaults: 3 attempts x 30 s (:data:`~foreperson.models.DEFAULT_TIMEOUT_S`), plus 5 s
+    of profile detection each when the request has tools or an output type, plus at most
+    1.25 + 2.5 s of backoff: 108.75 s for one call, and the circuit breaker (3 failures
+    in a row) makes the next calls fail at once for 30 s. In general:
+    ``max_attempts x (timeout_s + 5) + sum of the backoffs``.
 
     Args:
         model: the model to call.
-        max_attempts: attempts in all, including the first (>= 1; default 4).
+        max_attempts: attempts in all, including the first (>= 1; default 3,
+            :data:`DEFAULT_MAX_ATTEMPTS`).
         base_s: backoff after the first failure, seconds (default 1.0; doubles each time,
             times a jitter in [0.75, 1.25]).
         cap_s: the longest backoff, seconds (default 30.0).
@@ -46,7 +64,7 @@ class RetryingModel(ModelBase):
         self,
         model: Model,
         *,
-        max_attempts: int = 4,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         base_s: float = 1.0,
         cap_s: float = 30.0,
         max_retry_after_s: float = 60.0,
@@ -148,7 +166,7 @@ class RetryingModel(ModelBase):
         )
         logger.warning(
             "model %s: attempt %d/%d failed (%s); retrying in %.2f s",
-            self.name, attempt, self.max_attempts, exc, delay,
+            self.name, attempt, self.max_attempts, redact(str(exc)), delay,
         )
         await self._sleep(delay)
 
