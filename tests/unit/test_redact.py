@@ -93,3 +93,11 @@ def test_check_reachable_does_not_print_the_url_password() -> None:
     with pytest.raises(ConfigurationError, match="expected http") as info:
         check_reachable("ftp://ada:hunter2-Secret@host/v1")
     assert "hunter2" not in str(info.value)
+
+
+def test_the_ticket_jobs_remote_hint_never_prints_a_url_password(tmp_path):
+    from foreperson.tickets.job import JobOptions, _remote_hint
+
+    hint = _remote_hint(JobOptions(tmp_path / "in.csv", model="m",
+                                   base_url="https://user:s3cr3t-k3y@llm.example/v1"))
+    assert "s3cr3t-k3y" not in hint and "FOREPERSON_TICKETS_BASE_URL=https://user:" in hint

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, redact_url
 from ..work.app import App
 from ..work.leases import DEFAULT_LEASE_S
 from ..work.store import TaskStore
@@ -430,7 +430,7 @@ def _remote_hint(options: JobOptions) -> str:
     if options.model is not None:
         env.append(f"FOREPERSON_TICKETS_MODEL={options.model}")
     if options.base_url is not None:
-        env.append(f"FOREPERSON_TICKETS_BASE_URL={options.base_url}")
+        env.append(f"FOREPERSON_TICKETS_BASE_URL={redact_url(options.base_url)}")
     if options.schema:
         env.append(f"FOREPERSON_PG_SCHEMA={options.schema}")
     return ("start them with: " + " ".join(env + ["foreperson worker foreperson.tickets.job "
