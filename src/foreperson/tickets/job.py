@@ -37,7 +37,7 @@ from ..work.app import App
 from ..work.leases import DEFAULT_LEASE_S
 from ..work.store import TaskStore
 from .model import Example, TicketModel, bundled_examples, load_examples
-from .reader import TicketFile, read_tickets
+from .reader import MAX_TICKET_CHARS, TicketFile, read_tickets
 from .rerun import SETTING_OPTIONS, check_earlier_run
 from .results import OUTPUT_FIELDS, Outbox, check_output_path, check_writable_path
 from .runner import JOB_WORKER, JobProgress, JobReport, local_workers, run_job
@@ -325,6 +325,10 @@ def _read(options: JobOptions, listener: JobListener) -> TicketFile:
     for line, ticket_id, reason in tickets.skipped:
         listener.note(f"{options.input_file}:{line}: skipped ticket {ticket_id or '?'}: "
                       f"{reason}")
+    for line, ticket_id, size in tickets.cut:
+        listener.note(f"{options.input_file}:{line}: ticket {ticket_id} has {size:,} "
+                      f"characters; only its first {MAX_TICKET_CHARS:,} were read (the "
+                      "limit per ticket)")
     if not tickets.tickets:
         raise ConfigurationError(f"{options.input_file}: no tickets with text to process")
     return tickets

@@ -60,12 +60,15 @@ class TicketFile:
         skipped: ``(line, id, reason)`` for every record that was not used.
         columns: the column name used for each role (``id``, ``subject``, ``body``).
         path: the file read.
+        cut: ``(line, id, characters)`` for every ticket whose text was longer than the
+            limit: it is kept, cut to its first ``max_chars`` characters.
     """
 
     tickets: list[Ticket]
     skipped: list[tuple[int, str, str]] = field(default_factory=list)
     columns: dict[str, str | None] = field(default_factory=dict)
     path: str = ""
+    cut: list[tuple[int, str, int]] = field(default_factory=list)
 
 
 def _format_of(path: Path) -> str:
@@ -301,14 +304,23 @@ def _ticket_columns(records: list[tuple[int, dict[str, Any]]], where: str,
     return id_col, subject_col, body_col
 
 
+MAX_TICKET_CHARS = 100_000
+"""Characters of subject and body a ticket is read with (default 100,000, about 100 KB):
+a longer one is cut to them and noted, so one huge ticket cannot take minutes and
+gigabytes, or hold up the batch it is in."""
+
+
 def read_tickets(path: str | Path, *, id_column: str | None = None,
                  subject_column: str | None = None,
-                 body_column: str | None = None) -> TicketFile:
+                 body_column: str | None = None,
+                 max_chars: int = MAX_TICKET_CHARS) -> TicketFile:
     """Read tickets from ``path``.
 
     Args:
         path: a .csv, .json (a list of objects) or .jsonl file.
         id_column / subject_column / body_column: override the detected columns.
+        max_chars: characters of subject plus body kept per ticket (see
+            :data:`MAX_TICKET_CHARS`); a longer ticket is cut and listed in ``cut``.
 
     Returns:
         a :class:`TicketFile`.
@@ -350,6 +362,11 @@ def read_tickets(path: str | Path, *, id_column: str | None = None,
         if not subject and not body:
             out.skipped.append((line, ticket_id, "no subject or body text"))
             continue
+        size = len(subject) + len(body)
+        if size > max_chars:
+            out.cut.append((line, ticket_id, size))
+            subject = subject[:max_chars]
+            body = body[:max(0, max_chars - len(subject))]
         out.tickets.append(Ticket(ticket_id, subject, body, line))
     if conflicts:
         raise _conflicting_ids(conflicts, where)
