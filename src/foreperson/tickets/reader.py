@@ -21,8 +21,8 @@ from typing import Any
 
 from ..errors import InputError
 
-__all__ = ["BODY_NAMES", "ID_NAMES", "SUBJECT_NAMES", "Ticket", "TicketFile", "find_column",
-           "read_records", "read_tickets"]
+__all__ = ["BODY_NAMES", "ID_NAMES", "MAX_TICKET_CHARS", "SUBJECT_NAMES", "Ticket",
+           "TicketFile", "find_column", "read_records", "read_tickets"]
 
 ID_NAMES = ("id", "ticket_id", "ticketid", "ticket", "key")
 SUBJECT_NAMES = ("subject", "title", "summary")
