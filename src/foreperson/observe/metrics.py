@@ -26,7 +26,7 @@ counters count what the serving process itself did (sum them across processes).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MissingDependency, StoreError
@@ -202,14 +202,42 @@ def metrics_registry(store: TaskStore | None, *, sink: bool = True,
     return registry, installed
 
 
-def serve_metrics(registry: Any, port: int, host: str = "127.0.0.1") -> Any:
-    """Serve ``registry`` at ``http://host:port/metrics`` from a daemon thread.
+def serve_metrics(registry: Any, port: int, host: str = "127.0.0.1", *,
+                  allowed_hosts: Iterable[str] | None = None) -> Any:
+    """Serve ``registry`` at ``http://host:port/metrics`` from a daemon thread (Starlette
+    on uvicorn, with the page's bounds), answering only requests whose ``Host`` is one of
+    ``allowed_hosts`` (default: as the page's, see
+    :func:`foreperson.observe._http.default_allowed_hosts`), so DNS rebinding cannot read
+    it whatever the bind address. Each scrape is generated in a thread.
 
     Returns:
-        the server (``shutdown()`` stops it).
+        the server (``shutdown()`` stops it; ``server_close()`` closes its socket).
 
     Raises:
         OSError: the port is taken.
+        MissingDependency: prometheus-client, starlette or uvicorn is not installed.
     """
-    server, _thread = prometheus().start_http_server(port, addr=host, registry=registry)
-    return server
+    from ._http import Access, AsgiServer, Guard, default_allowed_hosts
+
+    prom = prometheus()
+    names = (frozenset(n.strip().lower().strip("[]").rstrip(".") for n in allowed_hosts)
+             if allowed_hosts is not None else default_allowed_hosts(host))
+    server = AsgiServer(Guard(_metrics_app(prom, registry), Access(allowed_hosts=names),
+                              realm="foreperson metrics"), host=host, port=port)
+    return server.start()
+
+
+def _metrics_app(prom: Any, registry: Any) -> Any:
+    """``GET /metrics`` (and ``/``): the registry in Prometheus' text format."""
+    import anyio.to_thread
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    limiter = anyio.CapacityLimiter(2)
+
+    async def scrape(request: Any) -> Response:
+        body = await anyio.to_thread.run_sync(prom.generate_latest, registry, limiter=limiter)
+        return Response(body, media_type=prom.CONTENT_TYPE_LATEST)
+
+    return Starlette(routes=[Route("/metrics", scrape), Route("/", scrape)])

@@ -1,7 +1,8 @@
 """``foreperson serve``: a local web page over a task store, with no service to install.
 
-The standard library's threading HTTP server, one page (HTML, script and style shipped
-in this package: no CDN, works offline) that polls a JSON API once a second:
+Starlette on uvicorn (:mod:`foreperson.observe._http`: bounded connections, head and body
+timeouts, size limits, a deep backlog), one page (HTML, script and style shipped in this
+package: no CDN, works offline) that polls a JSON API once a second:
 
 * ``GET /``, ``/task/<id>``, ``/runs``, ``/runs/<id>``: the page (it routes by path);
 * ``GET /api/snapshot[?run=ID]``: seed 000's three numbers now (tasks by status and
@@ -11,50 +12,69 @@ in this package: no CDN, works offline) that polls a JSON API once a second:
 * ``GET /api/history[?run=ID]``: unfinished, COMPLETED and DEAD tasks over the last
   hour of activity (or one run), from the changes the store keeps per second;
 * ``GET /api/task/<id>``: one task with its dependencies, dependents and timeline;
-* ``GET /api/runs``, ``GET /api/runs/<id>``: durable agent runs and a run as a tree;
+* ``GET /api/runs``: ``{"runs": [...], "shown": "all"|"user"|"none", "user", "note"}``,
+  the durable agent runs the caller may see; ``GET /api/runs/<id>``: a run as a tree;
 * ``GET /metrics``: Prometheus metrics (with ``prometheus-client``);
 * ``POST /api/retry`` (only with ``allow_retry``): revive DEAD tasks, the rule of
   ``foreperson retry``.
 
 Every answer costs what it shows, not what the store holds: a year of history is read
-through aggregates and indexes, never row by row. Read-only by default. Safety: every
-value reaches the page as JSON and is put in the document as text (never as markup),
-under a Content-Security-Policy that allows only this server's own script; the server
-answers only requests whose ``Host`` is the address it is bound to (no DNS rebinding),
-and a retry must be a same-origin JSON POST carrying the page's per-process token (no
-cross-site request can forge one).
+through aggregates and indexes, never row by row; store reads run in threads (at most
+:data:`STORE_THREADS`) and each answer is reused for :data:`CACHE_S`, so many open pages
+cost what one does. Read-only by default. Safety: every value reaches the page as JSON
+and is put in the document as text (never as markup), under a Content-Security-Policy
+that allows only this server's own script; the server answers only requests whose
+``Host`` is an accepted name whatever the bind address (no DNS rebinding), refuses
+other sites' scripts, asks for the token when one is set (reads included), shows a
+durable run only to its user (seed 001: tenant pinning), and a retry must be a
+same-origin JSON POST carrying the page's per-process token (no cross-site request can
+forge one). Ids in URLs and bodies are checked before any store sees them (400).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import gzip
 import hmac
 import json
 import logging
 import secrets
-import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+
+import anyio
+import anyio.to_thread
 
 from ..errors import StoreError
 from ..journal import RunLedger
 from ..work.store import ReportsWork, TaskStore
 from ..work.task import Status, Task
+from ._http import (
+    BODY_TIMEOUT_S,
+    HEAD_TIMEOUT_S,
+    MAX_BODY_BYTES,
+    MAX_CONNECTIONS,
+    Access,
+    AsgiServer,
+    Guard,
+    Identity,
+    default_allowed_hosts,
+    is_loopback,
+)
 from .workers import live_workers
 
-__all__ = ["PROBLEMS_SHOWN", "StatusServer", "history", "problems", "snapshot", "task_detail"]
+__all__ = ["CACHE_S", "MAX_ID_CHARS", "MAX_RETRY_IDS", "PROBLEMS_SHOWN", "STORE_THREADS",
+           "RunScope", "StatusServer", "history", "problems", "snapshot", "task_detail"]
 
 log = logging.getLogger("foreperson.observe")
 
 PROBLEMS_SHOWN = 50
 """DEAD and FAILED tasks listed on the page (each; the counts say how many there are)."""
-
-_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-
 
 def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
@@ -183,21 +203,51 @@ def task_detail(store: TaskStore, task_id: str) -> dict[str, Any] | None:
             "dependents": _brief(store, dependents), "timeline": _events(task)}
 
 
-def _runs(store: TaskStore) -> list[dict[str, Any]]:
-    if not isinstance(store, RunLedger):
+@dataclass(frozen=True)
+class RunScope:
+    """Whose durable runs a caller sees (seed 001, tenant pinning): every user's
+    (``every``), one user's (``user``), or none."""
+
+    every: bool = False
+    user: str | None = None
+
+    def sees(self, owner: str | None) -> bool:
+        """Whether a run of ``owner`` (None: anonymous) is shown."""
+        return self.every or (self.user is not None and owner == self.user)
+
+    @property
+    def hidden(self) -> bool:
+        """Whether no run at all is shown."""
+        return not self.every and self.user is None
+
+
+def _runs(store: TaskStore, scope: RunScope = RunScope(every=True)) -> list[dict[str, Any]]:
+    """The durable runs ``scope`` sees, newest first (at most 100)."""
+    if not isinstance(store, RunLedger) or scope.hidden:
         return []
+    records = (store.list_runs(limit=100) if scope.every
+               else store.list_runs(user_id=scope.user, limit=100))
     return [{"run_id": r.run_id, "agent": r.agent, "user_id": r.user_id, "status": r.status,
              "stop_reason": r.stop_reason, "created_at": _iso(r.created_at),
-             "updated_at": _iso(r.updated_at)} for r in store.list_runs(limit=100)]
+             "updated_at": _iso(r.updated_at)} for r in records if scope.sees(r.user_id)]
 
 
-def _run_tree(store: TaskStore, run_id: str) -> dict[str, Any] | None:
+def _run_tree(store: TaskStore, run_id: str, scope: RunScope = RunScope(every=True)
+              ) -> dict[str, Any] | None:
     """A run as a tree: a durable agent run from its record and journal, or any other
-    journaled run (a state machine's) as its steps."""
+    journaled run (a state machine's) as its steps; None when there is no such run or
+    ``scope`` does not see it (the same answer: another user's run looks missing). A run
+    without a record has no user: only a caller who sees every user's runs sees it."""
     from ..runtime import outline_run
 
-    steps = store.list_steps(run_id) if hasattr(store, "list_steps") else []
+    if scope.hidden:
+        return None
     record = store.get_run(run_id) if isinstance(store, RunLedger) else None
+    if record is not None and not scope.sees(record.user_id):
+        return None
+    if record is None and not scope.every:
+        return None
+    steps = store.list_steps(run_id) if hasattr(store, "list_steps") else []
     if record is not None:
         head, outline = outline_run(record, steps)
         return {"run_id": run_id, "status": record.status, "header": head,
@@ -221,32 +271,192 @@ def _short(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+MAX_ID_CHARS = 1024
+"""Longest task or run id the page accepts in a URL or a retry (longer: 400)."""
+MAX_RETRY_IDS = 10_000
+"""Most task ids in one retry request."""
+STORE_THREADS = 4
+"""Store reads running at once (each in a thread: the event loop never waits on one)."""
+CACHE_S = 0.5
+"""Seconds an answer read from the store is reused (200 pages polling once a second cost
+about two store reads a second per view, not 200)."""
+
+
+class _Bad(Exception):
+    """A request answered with an error (status, message) instead of a traceback."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _checked_id(value: str | None, what: str) -> str:
+    """``value`` when it is a usable task or run id.
+
+    Raises:
+        _Bad: 400 for an empty id, one over :data:`MAX_ID_CHARS`, or one holding a NUL or
+            another control character or a lone surrogate (no store can look it up).
+    """
+    if not value or len(value) > MAX_ID_CHARS:
+        raise _Bad(400, f"{what} must be 1 to {MAX_ID_CHARS} characters")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise _Bad(400, f"{what} holds a control character (NUL, newline, ...)")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Bad(400, f"{what} is not valid text") from None
+    return value
+
+
+class _Reads:
+    """Store reads off the event loop: at most ``threads`` at once (each in a thread),
+    each answer kept ``ttl_s`` seconds, one read per key in flight (later askers wait for
+    it rather than reading again)."""
+
+    def __init__(self, ttl_s: float, threads: int, max_kept: int = 1024) -> None:
+        self.ttl_s = ttl_s
+        self.threads = threads
+        self.max_kept = max_kept
+        self._kept: dict[Any, tuple[float, _Answer]] = {}
+        self._pending: dict[Any, asyncio.Future[_Answer]] = {}
+        self._limiter: Any = None
+
+    def limiter(self) -> Any:
+        """The bound on threads reading the store (made on the serving loop)."""
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.threads)
+        return self._limiter
+
+    def forget(self) -> None:
+        """Drop every kept answer (after a write)."""
+        self._kept.clear()
+
+    async def answer(self, key: Any, read: Callable[[], tuple[int, Any]]) -> _Answer:
+        """``read()``'s (status, value) encoded (JSON; bytes stay bytes), from a kept
+        answer when fresh. A StoreError is a 503 (kept too: a failing store is not asked
+        again by every poll)."""
+        hit = self._kept.get(key)
+        if hit is not None and hit[0] > time.monotonic():
+            return hit[1]
+        future = self._pending.get(key)
+        if future is None:
+            future = asyncio.ensure_future(self._fill(key, read))
+            self._pending[key] = future
+            future.add_done_callback(functools.partial(self._done, key))
+        return await asyncio.shield(future)
+
+    def _done(self, key: Any, future: asyncio.Future[_Answer]) -> None:
+        if self._pending.get(key) is future:
+            del self._pending[key]
+        if not future.cancelled():
+            future.exception()             # retrieved: no "never retrieved" warning
+
+    async def _fill(self, key: Any, read: Callable[[], tuple[int, Any]]) -> _Answer:
+        answer = await anyio.to_thread.run_sync(_encoded, read, limiter=self.limiter())
+        if self.ttl_s > 0:
+            if len(self._kept) >= self.max_kept:
+                now = time.monotonic()
+                for old in [k for k, v in self._kept.items() if v[0] <= now]:
+                    del self._kept[old]
+                while len(self._kept) >= self.max_kept:
+                    del self._kept[next(iter(self._kept))]
+            self._kept[key] = (time.monotonic() + self.ttl_s, answer)
+        return answer
+
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` in a thread under the same bound (a write, not kept)."""
+        return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter())
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """An encoded answer: status, body, and the body gzipped (None: too small to)."""
+
+    status: int
+    body: bytes
+    gzipped: bytes | None = None
+
+    @classmethod
+    def of(cls, status: int, body: bytes) -> _Answer:
+        """The answer, gzipped too when over a kilobyte (once: every poll reuses it)."""
+        return cls(status, body, gzip.compress(body, 5) if len(body) > 1024 else None)
+
+
+def _encoded(read: Callable[[], tuple[int, Any]]) -> _Answer:
+    try:
+        status, value = read()
+    except StoreError as exc:
+        status, value = 503, {"error": f"store unavailable: {exc}"}
+    if not isinstance(value, bytes):
+        value = json.dumps(value, ensure_ascii=False, default=str).encode()
+    return _Answer.of(status, value)
+
+
 class StatusServer:
-    """The web page and its API over one store, in a thread pool of its own.
+    """The web page and its API over one store: Starlette on uvicorn, on an event loop of
+    its own (see :mod:`foreperson.observe._http` for the bounds: connections, timeouts,
+    sizes, backlog).
 
     Args:
-        store: the store to show (it is used from several threads; the bundled stores
-            allow that).
+        store: the store to show (read from a few threads; the bundled stores allow that).
         host: the address to bind (default 127.0.0.1: this machine only).
         port: the TCP port (0: any free one; see :attr:`url`).
         allow_retry: show retry buttons and accept ``POST /api/retry``.
         metrics: serve ``/metrics`` (needs prometheus-client; None: when installed).
+        allowed_hosts: the ``Host`` names answered (None: the loopback names for a
+            loopback bind, else also the machine's name, FQDN and addresses); any other
+            is refused with 421, so DNS rebinding cannot reach the page.
+        access_token: a token every request must carry (``Authorization: Bearer``, or
+            the password of HTTP basic auth); None: reads need none.
+        users: user name -> token: each user logs in with their own token (basic auth
+            with their name, or Bearer) and sees their own durable runs; when given, every
+            request must carry a token.
+        show_runs_of_all_users: show every user's durable runs to every caller (else a
+            caller sees only their own: none when the page has no users).
+        max_connections: connections at once (the longest-idle one is closed when full).
+        cache_s: seconds a store read is reused by other requests.
+        head_timeout_s: seconds a connection has to send a whole request head.
+
+    Attributes:
+        token: the page's per-process retry token (a same-origin POST must carry it in
+            ``X-Foreperson-Token``), not the access token.
 
     Raises:
         OSError: the address cannot be bound.
+        MissingDependency: starlette or uvicorn is not installed.
     """
 
     def __init__(self, store: TaskStore, *, host: str = "127.0.0.1", port: int = 8710,
-                 allow_retry: bool = False, metrics: bool | None = None) -> None:
+                 allow_retry: bool = False, metrics: bool | None = None,
+                 allowed_hosts: Iterable[str] | None = None, access_token: str | None = None,
+                 users: Mapping[str, str] | None = None, show_runs_of_all_users: bool = False,
+                 max_connections: int = MAX_CONNECTIONS, cache_s: float = CACHE_S,
+                 head_timeout_s: float = HEAD_TIMEOUT_S) -> None:
         self.store = store
         self.allow_retry = allow_retry
         self.token = secrets.token_urlsafe(24)
         self.registry = self._registry(metrics)
-        self._httpd = ThreadingHTTPServer((host, port), _handler(self))
-        self._httpd.daemon_threads = True
-        address = self._httpd.server_address
-        self.host, self.port = str(address[0]), int(address[1])
-        self._thread: threading.Thread | None = None
+        names = (frozenset(n.strip().lower().strip("[]").rstrip(".") for n in allowed_hosts)
+                 if allowed_hosts is not None else default_allowed_hosts(host))
+        self.access = Access(allowed_hosts=names, token=access_token or None,
+                             users=dict(users or {}),
+                             show_runs_of_all_users=show_runs_of_all_users)
+        self.exposed = not is_loopback(host)
+        if self.exposed and not self.access.needs_auth:
+            log.warning("%s is not this machine only and the page has no token: whoever "
+                        "reaches it reads every task's payload (foreperson serve: give "
+                        "--token, $FOREPERSON_SERVE_TOKEN or --users-file)", host)
+        self._reads = _Reads(cache_s, STORE_THREADS)
+        page = _static("index.html").decode()
+        page = page.replace("{{TOKEN}}", self.token if allow_retry else "").replace(
+            "{{ALLOW_RETRY}}", "true" if allow_retry else "false")
+        self._page = page.encode()
+        self._files = {name: _Answer.of(200, _static(name)) for name in _STATIC}
+        self._http = AsgiServer(Guard(self._app(), self.access), host=host, port=port,
+                                max_connections=max_connections,
+                                head_timeout_s=head_timeout_s)
+        self.host, self.port = self._http.host, self._http.port
 
     def _registry(self, metrics: bool | None) -> Any:
         if metrics is False:
@@ -268,22 +478,249 @@ class StatusServer:
         return f"http://{host}:{self.port}/"
 
     def serve_forever(self) -> None:
-        """Serve until :meth:`shutdown` (or Ctrl-C in the calling thread)."""
-        self._httpd.serve_forever(poll_interval=0.25)
+        """Serve until :meth:`shutdown` (or Ctrl-C in the main thread: KeyboardInterrupt)."""
+        self._http.serve_forever()
 
     def start(self) -> StatusServer:
         """Serve from a daemon thread; returns self."""
-        self._thread = threading.Thread(target=self.serve_forever, daemon=True,
-                                        name="foreperson-serve")
-        self._thread.start()
+        self._http.start()
         return self
 
     def shutdown(self) -> None:
         """Stop serving and close the socket (the store is left open)."""
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._http.shutdown()
+
+    def scope(self, identity: Identity) -> RunScope:
+        """Whose durable runs ``identity`` sees on this page."""
+        if self.access.show_runs_of_all_users:
+            return RunScope(every=True)
+        return RunScope(user=identity.user)
+
+    # -- the application ---------------------------------------------------------------
+    def _app(self) -> Any:
+        from starlette.applications import Starlette
+        from starlette.exceptions import HTTPException
+        from starlette.routing import Route
+
+        def not_found(request: Any, exc: Exception) -> Any:
+            status = getattr(exc, "status_code", 404)
+            return _json_response(status, {"error": "not found" if status == 404
+                                           else str(getattr(exc, "detail", "refused"))})
+
+        def bad(request: Any, exc: Exception) -> Any:
+            assert isinstance(exc, _Bad)
+            return _json_response(exc.status, {"error": exc.message})
+
+        def broken(request: Any, exc: Exception) -> Any:
+            # Starlette answers a bug itself (then re-raises it to the guard, which logs
+            # it): the answer is the page's JSON, never its plain-text default
+            return _json_response(500, {"error": "internal error (see the server's log)"})
+
+        get = ["GET"]
+        routes = [Route(p, self._page_view, methods=get)
+                  for p in ("/", "/runs", "/task/{rest:path}", "/runs/{rest:path}")]
+        routes += [Route("/static/{name}", self._static_view, methods=get),
+                   Route("/api/snapshot", self._snapshot, methods=get),
+                   Route("/api/history", self._history, methods=get),
+                   Route("/api/tasks", self._problems, methods=get),
+                   Route("/api/task/{task_id:path}", self._task, methods=get),
+                   Route("/api/runs", self._run_list, methods=get),
+                   Route("/api/runs/{run_id:path}", self._run, methods=get),
+                   Route("/metrics", self._metrics, methods=get),
+                   Route("/api/retry", self._retry, methods=["POST"])]
+        return Starlette(routes=routes, exception_handlers={
+            _Bad: bad, HTTPException: not_found, Exception: broken})
+
+    def _run_param(self, request: Any) -> str | None:
+        run = request.query_params.get("run") or None
+        return None if run is None else _checked_id(run, "run")
+
+    async def _json(self, request: Any, key: Any, read: Callable[[], tuple[int, Any]]) -> Any:
+        return _reply(request, await self._reads.answer(key, read))
+
+    async def _page_view(self, request: Any) -> Any:
+        return _raw_response(200, self._page, "text/html; charset=utf-8")
+
+    async def _static_view(self, request: Any) -> Any:
+        name = request.path_params["name"]
+        if name not in self._files:
+            raise _Bad(404, "not found")
+        return _reply(request, self._files[name], _STATIC[name],
+                      {"cache-control": "max-age=300"})
+
+    async def _snapshot(self, request: Any) -> Any:
+        run_id = self._run_param(request)
+        store, allow = self.store, self.allow_retry
+        return await self._json(request, ("snapshot", run_id), lambda: (
+            200, {**snapshot(store, run_id=run_id), "allow_retry": allow}))
+
+    async def _history(self, request: Any) -> Any:
+        run_id = self._run_param(request)
+        store = self.store
+        return await self._json(request, ("history", run_id), lambda: (200, history(store,
+                                                                            run_id=run_id)))
+
+    async def _problems(self, request: Any) -> Any:
+        """``/api/tasks?status=dead|failed&offset=N[&limit=M][&run=ID]``: a page of the
+        DEAD or FAILED tasks, the newest first."""
+        query = request.query_params
+        run_id = self._run_param(request)
+        try:
+            status = Status(query.get("status", "dead"))
+            offset = int(query.get("offset", "0"))
+            limit = int(query.get("limit", str(PROBLEMS_SHOWN)))
+        except ValueError:
+            raise _Bad(400, "status is dead or failed; offset and limit are whole "
+                       "numbers") from None
+        if (status not in (Status.DEAD, Status.FAILED) or not 0 <= offset <= 10**9
+                or not 0 < limit <= 500):
+            raise _Bad(400, "status is dead or failed, 0 <= offset <= 1e9, 0 < limit <= 500")
+        store, allow = self.store, self.allow_retry
+        return await self._json(request, ("tasks", status, offset, limit, run_id), lambda: (
+            200, {"status": status.value, "offset": offset, "allow_retry": allow,
+                  "tasks": problems(store, status, run_id=run_id, limit=limit,
+                                    offset=offset)}))
+
+    def _found(self, value: dict[str, Any] | None, missing: str) -> tuple[int, Any]:
+        if value is None:
+            return 404, {"error": missing}
+        return 200, {**value, "allow_retry": self.allow_retry}
+
+    async def _task(self, request: Any) -> Any:
+        task_id = _checked_id(request.path_params["task_id"], "task id")
+        store = self.store
+        return await self._json(request, ("task", task_id), lambda: self._found(
+            task_detail(store, task_id), "no such task"))
+
+    async def _run_list(self, request: Any) -> Any:
+        scope = self.scope(request.scope["state"]["identity"])
+        store = self.store
+        if scope.every:
+            shown, note = "all", ""
+        elif scope.user is not None:
+            shown, note = "user", f"the runs of {scope.user}"
+        else:
+            shown = "none"
+            note = ("durable runs are hidden: this page has no user to show them to "
+                    "(start it with --users-file for per-user logins, or with "
+                    "--show-runs-of-all-users to show every user's runs)")
+        return await self._json(request, ("runs", scope), lambda: (200, {
+            "runs": _runs(store, scope), "shown": shown, "user": scope.user, "note": note}))
+
+    async def _run(self, request: Any) -> Any:
+        run_id = _checked_id(request.path_params["run_id"], "run id")
+        scope = self.scope(request.scope["state"]["identity"])
+        store = self.store
+        return await self._json(request, ("run", run_id, scope), lambda: self._found(
+            _run_tree(store, run_id, scope), "no such run"))
+
+    async def _metrics(self, request: Any) -> Any:
+        if self.registry is None:
+            return _raw_response(501, b"metrics need prometheus-client: "
+                                 b"pip install 'foreperson[observe]'\n",
+                                 "text/plain; charset=utf-8")
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        registry = self.registry
+        answer = await self._reads.answer(
+            ("metrics",), lambda: (200, bytes(generate_latest(registry))))
+        return _reply(request, answer, CONTENT_TYPE_LATEST if answer.status == 200
+                      else "application/json; charset=utf-8")
+
+    # -- POST ----------------------------------------------------------------------------
+    async def _retry(self, request: Any) -> Any:
+        if not self.allow_retry:
+            raise _Bad(404, "read-only (start with --allow-retry)")
+        problem = self._forged(request)
+        if problem is not None:
+            raise _Bad(403, problem)
+        body = await _body(request)
+        try:
+            value = json.loads(body or b"{}")
+        except (ValueError, RecursionError):
+            raise _Bad(400, "the body must be JSON (nested at most a few levels)") from None
+        ids = value.get("ids") if isinstance(value, dict) else None
+        every = isinstance(value, dict) and value.get("all") is True
+        if every == bool(ids) or (ids is not None and not (
+                isinstance(ids, list) and all(isinstance(i, str) for i in ids))):
+            raise _Bad(400, 'send {"ids": [...]} or {"all": true}')
+        if ids is not None:
+            if len(ids) > MAX_RETRY_IDS:
+                raise _Bad(400, f"at most {MAX_RETRY_IDS} ids a request")
+            for task_id in ids:
+                _checked_id(task_id, "task id")
+        try:
+            revived = await self._reads.call(self.store.retry_dead, None if every else ids)
+        except StoreError as exc:
+            raise _Bad(503, f"store unavailable: {exc}") from None
+        self._reads.forget()
+        log.info("revived %d DEAD task(s) from the web page", len(revived))
+        return _json_response(200, {"revived": revived})
+
+    def _forged(self, request: Any) -> str | None:
+        """Why this POST may come from another site, or None: it must be addressed to
+        this server and come from its own page (:class:`Guard` checked Host and Origin),
+        be JSON (a cross-site form cannot send that without a preflight this server
+        never grants) and carry the token."""
+        content_type = request.headers.get("content-type") or ""
+        if content_type.split(";")[0].strip().lower() != "application/json":
+            return "the body must be application/json"
+        token = request.headers.get("x-foreperson-token") or ""
+        if not hmac.compare_digest(token.encode(), self.token.encode()):
+            return "missing or wrong token (reload the page)"
+        return None
+
+
+async def _body(request: Any) -> bytes:
+    """The request's body: at most :data:`MAX_BODY_BYTES`, within :data:`BODY_TIMEOUT_S`.
+
+    Raises:
+        _Bad: 413 (too big), 408 (too slow), 400 (the client went away).
+    """
+    from starlette.requests import ClientDisconnect
+
+    length = request.headers.get("content-length")
+    if length is not None and int(length) > MAX_BODY_BYTES:   # h11 checked it is a number
+        raise _Bad(413, f"the body is over {MAX_BODY_BYTES} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        with anyio.fail_after(BODY_TIMEOUT_S):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    raise _Bad(413, f"the body is over {MAX_BODY_BYTES} bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise _Bad(408, f"the body took over {BODY_TIMEOUT_S:g} s") from None
+    except ClientDisconnect:
+        raise _Bad(400, "the client went away") from None
+    return b"".join(chunks)
+
+
+def _raw_response(status: int, body: bytes, content_type: str = "application/json; "
+                  "charset=utf-8", headers: dict[str, str] | None = None) -> Any:
+    from starlette.responses import Response
+
+    return Response(body, status_code=status, media_type=content_type, headers=headers)
+
+
+def _reply(request: Any, answer: _Answer, content_type: str = "application/json; "
+           "charset=utf-8", headers: dict[str, str] | None = None) -> Any:
+    """``answer`` as a response: gzipped when it was and the client accepts gzip (the page
+    itself, which holds the retry token, is never compressed: no BREACH)."""
+    extra = dict(headers or {})
+    if answer.gzipped is None:
+        return _raw_response(answer.status, answer.body, content_type, extra or None)
+    extra["vary"] = "Accept-Encoding"
+    if "gzip" in (request.headers.get("accept-encoding") or "").lower():
+        extra["content-encoding"] = "gzip"
+        return _raw_response(answer.status, answer.gzipped, content_type, extra)
+    return _raw_response(answer.status, answer.body, content_type, extra)
+
+
+def _json_response(status: int, value: Any) -> Any:
+    return _raw_response(status, json.dumps(value, ensure_ascii=False, default=str).encode())
 
 
 def _static(name: str) -> bytes:
@@ -291,184 +728,3 @@ def _static(name: str) -> bytes:
 
 
 _STATIC = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
-
-
-def _handler(server: StatusServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(_Handler):
-        app = server
-    return Handler
-
-
-class _Handler(BaseHTTPRequestHandler):
-    app: StatusServer
-    server_version = "foreperson"
-    sys_version = ""
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
-        log.debug("%s %s", self.address_string(), format % args)
-
-    # -- plumbing ----------------------------------------------------------------
-    def _send(self, status: int, body: bytes, content_type: str,
-              extra: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Referrer-Policy", "no-referrer")
-        self.send_header("X-Frame-Options", "DENY")
-        self.send_header("Content-Security-Policy", _CSP)
-        for key, value in (extra or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def _json(self, status: int, value: Any) -> None:
-        body = json.dumps(value, ensure_ascii=False, default=str).encode()
-        self._send(status, body, "application/json; charset=utf-8")
-
-    def _error(self, status: HTTPStatus, message: str) -> None:
-        self._json(status, {"error": message})
-
-    def _host_ok(self) -> bool:
-        """Only requests addressed to the bound address (defeats DNS rebinding)."""
-        host = (self.headers.get("Host") or "").lower()
-        bound = str(self.app.host).lower()
-        allowed = {f"{bound}:{self.app.port}", f"[{bound}]:{self.app.port}"}
-        if bound in ("127.0.0.1", "::1", "localhost"):
-            allowed |= {f"localhost:{self.app.port}", f"127.0.0.1:{self.app.port}",
-                        f"[::1]:{self.app.port}"}
-        if bound in ("0.0.0.0", "::", ""):
-            return bool(host)      # bound everywhere on purpose (--host): any name
-        return host in allowed
-
-    # -- GET -----------------------------------------------------------------------
-    def do_HEAD(self) -> None:  # noqa: N802 - the base class's name
-        self.do_GET()
-
-    def do_GET(self) -> None:  # noqa: N802 - the base class's name
-        if not self._host_ok():
-            self._error(HTTPStatus.MISDIRECTED_REQUEST, "unknown Host")
-            return
-        url = urlsplit(self.path)
-        path = url.path
-        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        try:
-            self._get(path, query)
-        except StoreError as exc:
-            self._error(HTTPStatus.SERVICE_UNAVAILABLE, f"store unavailable: {exc}")
-
-    def _get(self, path: str, query: dict[str, str]) -> None:
-        store = self.app.store
-        run_id = query.get("run") or None
-        if path in ("/", "/runs") or path.startswith(("/task/", "/runs/")):
-            self._page()
-        elif path.startswith("/static/") and path[8:] in _STATIC:
-            self._send(HTTPStatus.OK, _static(path[8:]), _STATIC[path[8:]],
-                       {"Cache-Control": "max-age=300"})
-        elif path == "/api/snapshot":
-            self._json(HTTPStatus.OK, {**snapshot(store, run_id=run_id),
-                                       "allow_retry": self.app.allow_retry})
-        elif path == "/api/history":
-            self._json(HTTPStatus.OK, history(store, run_id=run_id))
-        elif path == "/api/tasks":
-            self._page_of_problems(query, run_id)
-        elif path.startswith("/api/task/"):
-            self._found(task_detail(store, unquote(path[len("/api/task/"):])), "no such task")
-        elif path == "/api/runs":
-            self._json(HTTPStatus.OK, _runs(store))
-        elif path.startswith("/api/runs/"):
-            self._found(_run_tree(store, unquote(path[len("/api/runs/"):])), "no such run")
-        elif path == "/metrics":
-            self._metrics()
-        else:
-            self._error(HTTPStatus.NOT_FOUND, "not found")
-
-    def _page_of_problems(self, query: dict[str, str], run_id: str | None) -> None:
-        """``/api/tasks?status=dead|failed&offset=N[&limit=M][&run=ID]``: a page of the
-        DEAD or FAILED tasks, the newest first."""
-        try:
-            status = Status(query.get("status", "dead"))
-            offset = int(query.get("offset", "0"))
-            limit = int(query.get("limit", str(PROBLEMS_SHOWN)))
-        except ValueError:
-            self._error(HTTPStatus.BAD_REQUEST, "status is dead or failed; offset and limit "
-                        "are whole numbers")
-            return
-        if status not in (Status.DEAD, Status.FAILED) or offset < 0 or not 0 < limit <= 500:
-            self._error(HTTPStatus.BAD_REQUEST, "status is dead or failed, offset >= 0, "
-                        "0 < limit <= 500")
-            return
-        rows = problems(self.app.store, status, run_id=run_id, limit=limit, offset=offset)
-        self._json(HTTPStatus.OK, {"status": status.value, "offset": offset, "tasks": rows,
-                                   "allow_retry": self.app.allow_retry})
-
-    def _found(self, value: dict[str, Any] | None, missing: str) -> None:
-        if value is None:
-            self._error(HTTPStatus.NOT_FOUND, missing)
-        else:
-            self._json(HTTPStatus.OK, {**value, "allow_retry": self.app.allow_retry})
-
-    def _page(self) -> None:
-        page = _static("index.html").decode()
-        token = self.app.token if self.app.allow_retry else ""
-        page = page.replace("{{TOKEN}}", token).replace(
-            "{{ALLOW_RETRY}}", "true" if self.app.allow_retry else "false")
-        self._send(HTTPStatus.OK, page.encode(), "text/html; charset=utf-8")
-
-    def _metrics(self) -> None:
-        if self.app.registry is None:
-            self._send(HTTPStatus.NOT_IMPLEMENTED,
-                       b"metrics need prometheus-client: pip install 'foreperson[observe]'\n",
-                       "text/plain; charset=utf-8")
-            return
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
-        self._send(HTTPStatus.OK, generate_latest(self.app.registry), CONTENT_TYPE_LATEST)
-
-    # -- POST ------------------------------------------------------------------------
-    def do_POST(self) -> None:  # noqa: N802 - the base class's name
-        if urlsplit(self.path).path != "/api/retry" or not self.app.allow_retry:
-            self._error(HTTPStatus.NOT_FOUND if not self.app.allow_retry
-                        else HTTPStatus.NOT_FOUND, "read-only (start with --allow-retry)")
-            return
-        problem = self._forged()
-        if problem is not None:
-            self._error(HTTPStatus.FORBIDDEN, problem)
-            return
-        try:
-            length = min(int(self.headers.get("Content-Length") or 0), 1 << 20)
-            body = json.loads(self.rfile.read(length) or b"{}")
-        except ValueError:
-            self._error(HTTPStatus.BAD_REQUEST, "the body must be JSON")
-            return
-        ids = body.get("ids") if isinstance(body, dict) else None
-        every = isinstance(body, dict) and body.get("all") is True
-        if every == bool(ids) or (ids is not None and not (
-                isinstance(ids, list) and all(isinstance(i, str) for i in ids))):
-            self._error(HTTPStatus.BAD_REQUEST, 'send {"ids": [...]} or {"all": true}')
-            return
-        try:
-            revived = self.app.store.retry_dead(None if every else ids)
-        except StoreError as exc:
-            self._error(HTTPStatus.SERVICE_UNAVAILABLE, f"store unavailable: {exc}")
-            return
-        log.info("revived %d DEAD task(s) from the web page", len(revived))
-        self._json(HTTPStatus.OK, {"revived": revived})
-
-    def _forged(self) -> str | None:
-        """Why this POST may come from another site, or None: it must be addressed to
-        this server, come from its own page (Origin), be JSON (a cross-site form cannot
-        send that without a preflight this server never grants) and carry the token."""
-        if not self._host_ok():
-            return "unknown Host"
-        origin = self.headers.get("Origin")
-        if origin is not None and origin.rstrip("/") != f"http://{self.headers.get('Host')}":
-            return "cross-origin request refused"
-        if (self.headers.get("Content-Type") or "").split(";")[0].strip() != "application/json":
-            return "the body must be application/json"
-        token = self.headers.get("X-Foreperson-Token") or ""
-        if not hmac.compare_digest(token.encode(), self.app.token.encode()):
-            return "missing or wrong token (reload the page)"
-        return None

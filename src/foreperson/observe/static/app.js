@@ -47,8 +47,25 @@ function every(ms, fn) {
   setTimeout(tick, ms);
 }
 
+// fn, one call at a time: a call while one is in flight (a click during a poll) waits for
+// it and then runs once more, so a page never has two polls in flight.
+function single(fn) {
+  let running = null;
+  let again = false;
+  return () => {
+    if (running) { again = true; return running; }
+    running = (async () => {
+      try { do { again = false; await fn(); } while (again); } finally { running = null; }
+    })();
+    return running;
+  };
+}
+
+const FETCH_TIMEOUT_MS = 10000;          // a request that hangs is given up (the poll goes on)
+
 async function getJSON(url) {
-  const response = await fetch(url, { headers: { Accept: "application/json" } });
+  const response = await fetch(url, { headers: { Accept: "application/json" },
+                                      signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
   if (!response.ok) throw new Error(`${url}: ${response.status}`);
   return response.json();
 }
@@ -86,7 +103,7 @@ async function retry(body) {
   const response = await fetch("/api/retry", {
     method: "POST", credentials: "same-origin",
     headers: { "Content-Type": "application/json", "X-Foreperson-Token": TOKEN },
-    body: JSON.stringify(body),
+    body: JSON.stringify(body), signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
   });
   const answer = await response.json();
   if (!response.ok) throw new Error(answer.error || response.status);
@@ -246,7 +263,7 @@ async function dashboard(main) {
     return el("p", { class: "muted" }, `showing ${olderDead + 1}-${olderDead + shown} of ${count} `,
               olderDead > 0 ? move(-PAGE) : null, olderDead + shown < count ? move(PAGE) : null);
   };
-  refresh = async () => {
+  refresh = single(async () => {
     let snap;
     try { snap = await getJSON(withRun("/api/snapshot")); } catch (err) {
       setLine(`cannot reach the store: ${err.message}`); return;
@@ -278,7 +295,7 @@ async function dashboard(main) {
       problemsTable(deadRows, true), pager(dead, deadRows.length),
       el("h2", { text: `FAILED tasks, retry scheduled (${snap.counts.failed || 0})` }),
       problemsTable(snap.failed, false));
-  };
+  });
   await refresh();
   every(1000, () => refresh());
 }
@@ -297,7 +314,7 @@ function linkList(items) {
 }
 
 async function taskPage(main, id) {
-  refresh = async () => {
+  refresh = single(async () => {
     let t;
     try { t = await getJSON(`/api/task/${encodeURIComponent(id)}`); } catch (err) {
       main.replaceChildren(el("p", { text: `no task ${id}` })); return;
@@ -322,7 +339,7 @@ async function taskPage(main, id) {
         el("td", { text: when(e.at) }), el("td", { text: e.what }),
         el("td", { text: e.detail || "" }))))));
     setLine(`task ${t.id}: ${t.status}`);
-  };
+  });
   await refresh();
   every(2000, () => refresh());
 }
@@ -330,8 +347,12 @@ async function taskPage(main, id) {
 // -- agent runs ------------------------------------------------------------------------
 
 async function runsPage(main) {
-  const runs = await getJSON("/api/runs");
-  main.replaceChildren(el("h2", { text: "durable agent runs" }), runs.length
+  const answer = await getJSON("/api/runs");
+  const runs = answer.runs;
+  const hidden = answer.shown === "none";          // no user to show them to: say so
+  main.replaceChildren(el("h2", { text: "durable agent runs" }),
+    answer.note ? el("p", { class: "muted", id: "runs-note", text: answer.note }) : null,
+    runs.length
     ? el("table", { id: "runs-table" },
         el("thead", {}, el("tr", {}, ["run", "agent", "user", "status", "stop reason", "started",
                                       "updated"].map((h) => el("th", { text: h })))),
@@ -340,12 +361,13 @@ async function runsPage(main) {
           el("td", { text: r.agent }), el("td", { text: r.user_id || "-" }),
           el("td", {}, statusText(r.status)), el("td", { text: r.stop_reason || "-" }),
           el("td", { text: when(r.created_at) }), el("td", { text: when(r.updated_at) })))))
-    : el("p", { class: "muted", text: "no durable runs in this store (a state machine's run: open /runs/RUN_ID)" }));
+    : (hidden ? null : el("p", { class: "muted", text: "no durable runs shown here (a state " +
+                              "machine's run: open /runs/RUN_ID)" })));
   setLine(`${runs.length} run(s)`);
 }
 
 async function runPage(main, id) {
-  refresh = async () => {
+  refresh = single(async () => {
     let run;
     try { run = await getJSON(`/api/runs/${encodeURIComponent(id)}`); } catch (err) {
       main.replaceChildren(el("p", { text: `no run ${id}` })); return;
@@ -359,7 +381,7 @@ async function runPage(main, id) {
       el("p", {}, el("a", { href: `/?run=${encodeURIComponent(run.run_id)}`,
                             text: "this run's tasks" })));
     setLine(`run ${run.run_id}`);
-  };
+  });
   await refresh();
   every(2000, () => refresh());
 }
