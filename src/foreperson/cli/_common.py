@@ -112,5 +112,18 @@ def shown(value: object) -> Any:
     """
     from rich.text import Text
 
+    return Text(printable(value))
+
+
+def printable(value: object) -> str:
+    """``value`` as text with every control character but tab and newline written as an
+    escape (``\\x1b``): what :func:`shown` shows, for plain ``typer.echo`` lines.
+
+    Args:
+        value: anything; None is an empty string.
+
+    Returns:
+        The text.
+    """
     text = "" if value is None else str(value)
-    return Text(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

@@ -34,7 +34,9 @@ from ._common import (
     DSN_HELP,
     METRICS_HOST_HELP,
     METRICS_PORT_HELP,
+    printable,
     redact,
+    shown,
     start_metrics,
 )
 
@@ -189,8 +191,9 @@ def tickets(
 
 
 def _say(line: str) -> None:
-    """A line of the job's, on standard error."""
-    typer.echo(line, err=True)
+    """A line of the job's, on standard error (control characters from the input
+    escaped)."""
+    typer.echo(printable(line), err=True)
 
 
 def _say_deleted(run: EarlierRun) -> None:
@@ -380,33 +383,40 @@ def _print_summary(report: JobReport, out: Path, job: TicketJob, *, bundled: boo
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False, soft_wrap=True)
+    # task data (ids, labels, errors) is text: no markup read in it, control characters
+    # escaped (rich would raise on a '[/bold]' in a label)
+    console = Console(highlight=False, soft_wrap=True, markup=False)
+
+    def say(text: str) -> None:
+        console.print(shown(text))
+
     earlier = (f" ({report.earlier} of them by an earlier run on this task database)"
                if report.earlier else "")
-    console.print(f"{report.written}/{report.tickets} tickets written to {out} "
-                  f"in {_seconds(report.elapsed_s)}{earlier}")
+    say(f"{report.written}/{report.tickets} tickets written to {out} "
+        f"in {_seconds(report.elapsed_s)}{earlier}")
     table = Table()
     table.add_column("category")
     table.add_column("tickets", justify="right")
     for category, n in report.categories.most_common():
-        table.add_row(category, str(n))
+        table.add_row(shown(category), str(n))
     console.print(table)
-    console.print("priority: " + ", ".join(f"{p} {n}" for p, n in report.priorities.most_common()))
-    console.print("language: " + ", ".join(f"{p} {n}" for p, n in report.languages.most_common()))
+    say("priority: " + ", ".join(f"{p} {n}" for p, n in report.priorities.most_common()))
+    say("language: " + ", ".join(f"{p} {n}" for p, n in report.languages.most_common()))
     done = sum(report.categories.values())
     why = ", ".join(f"{kind} {n}" for kind, n in report.reasons.most_common())
-    console.print(f"needs a human: {_share(report.needs_human, done)}"
-                  + (f" ({why})" if why else ""))
+    say(f"needs a human: {_share(report.needs_human, done)}" + (f" ({why})" if why else ""))
     for line in _threshold_lines(report, job, bundled, out):
-        console.print(line)
-    console.print(f"retries: {report.retries}; reclaimed: {report.reclaimed}; skipped rows: "
-                  f"{len(report.skipped)}")
+        say(line)
+    say(f"retries: {report.retries}; reclaimed: {report.reclaimed}; skipped rows: "
+        f"{len(report.skipped)}")
     if report.dead:
+        from rich.text import Text
+
         where = "--dsn ... --schema ..." if os.environ.get("FOREPERSON_PG_SCHEMA") else "--db ..."
-        console.print(f"[red]{len(report.dead)} DEAD task(s)[/red] "
-                      f"(fix the cause, then: foreperson retry --all-dead {where}):")
+        console.print(Text(f"{len(report.dead)} DEAD task(s)", style="red")
+                      + shown(f" (fix the cause, then: foreperson retry --all-dead {where}):"))
         for task_id, error in report.dead[:20]:
-            console.print(f"  {task_id}: {error}")
+            say(f"  {task_id}: {error}")
 
 
 def register(app: typer.Typer) -> None:
