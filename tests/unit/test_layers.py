@@ -19,6 +19,7 @@ LAYERS = [
     {"models"},
     {"agents"},
     {"teams", "fsm", "runtime", "tickets"},
+    {"protocols"},                                      # MCP and A2A servers
     {"observe"},
     {"cli"},
     {"testing", "__main__"},
