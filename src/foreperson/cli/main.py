@@ -14,7 +14,9 @@ from typing import Any
 
 from ..errors import ConfigurationError, ForepersonError
 
-COMMAND_MODULES = ["tickets", "worker", "status", "retry", "serve", "db", "fsm", "runs", "mcp", "a2a"]
+COMMAND_MODULES = [
+    "tickets", "worker", "status", "retry", "serve", "db", "fsm", "runs", "mcp", "a2a",
+]
 
 
 def _version(value: bool) -> None:

@@ -6,3 +6,5 @@ This layer sits above teams and state machines (it serves them) and below the co
 line. The client side (MCP servers as an agent's toolsets, remote A2A agents as workers)
 lives in :mod:`foreperson.agents`.
 """
+
+__all__: list[str] = []    # import foreperson.protocols.mcp / .a2a (optional extras)

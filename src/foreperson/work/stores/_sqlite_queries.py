@@ -218,6 +218,20 @@ DEPENDENTS = ("SELECT t.id FROM task_deps d JOIN tasks t ON t.id = d.task_id "
               "WHERE d.dep_id = ? ORDER BY t.seq")
 
 # -- leases ------------------------------------------------------------------------
+# A lease runs out on the host's boot clock (:boot, :mono: see SystemClock.lease_time),
+# kept beside the wall-clock deadline that status and the page show. A lease taken in
+# this boot is judged by the boot clock only, so a process whose wall clock is wrong
+# cannot take a live lease; one from another boot (or a store whose clock has no boot
+# clock: :boot is NULL) by the wall clock, as before.
+
+
+def expired(table: str = "") -> str:
+    """The SQL condition "this lease has run out", for ``table`` (``"t."`` or ``""``);
+    parameters ``:now``, ``:boot`` and ``:mono``."""
+    return (f"(CASE WHEN :boot IS NOT NULL AND {table}lease_boot = :boot "
+            f"THEN {table}lease_mono < :mono ELSE {table}lease_expires_at < :now END)")
+
+
 # one ready task, claimed for :worker (RUNNING when :status says so, else ASSIGNED)
 TAKE_ONE = f"""
         UPDATE tasks AS t SET status = :status, assigned_to = :worker,
@@ -225,6 +239,7 @@ TAKE_ONE = f"""
             lease_token = :token,
             lease_s = coalesce(t.stale_after, :lease), lease_expires_at =
                 :now + coalesce(t.stale_after, :lease),
+            lease_boot = :boot, lease_mono = :mono + coalesce(t.stale_after, :lease),
             started_at = CASE WHEN :status = 'running' THEN :now ELSE started_at END
         WHERE t.id = :id AND {_READY} RETURNING {TASK_COLUMNS}"""
 HOLD_LOCK = "INSERT INTO held_locks (lock, task_id) VALUES (?, ?)"
@@ -233,9 +248,9 @@ _READY_AT_1 = _READY.replace(":now", "?1")
 
 def take_many(count: int) -> str:
     """Claim ``count`` ready tasks that need no lock, in one statement. Parameters:
-    ``?1`` now, ``?2`` the lease, then per claim its id, worker, token and whether it
-    starts RUNNING (1) or ASSIGNED (0)."""
-    values = ",".join(f"(?{4 * k + 3}, ?{4 * k + 4}, ?{4 * k + 5}, ?{4 * k + 6})"
+    ``?1`` now, ``?2`` the lease, ``?3`` the boot id and ``?4`` the boot clock, then per
+    claim its id, worker, token and whether it starts RUNNING (1) or ASSIGNED (0)."""
+    values = ",".join(f"(?{4 * k + 5}, ?{4 * k + 6}, ?{4 * k + 7}, ?{4 * k + 8})"
                       for k in range(count))
     return (f"WITH claims(id, worker, token, start) AS (VALUES {values}) "
             "UPDATE tasks AS t SET "
@@ -243,6 +258,7 @@ def take_many(count: int) -> str:
             "attempts = t.attempts + c.start, heartbeat_at = ?1, "
             "lease_s = coalesce(t.stale_after, ?2), "
             "lease_expires_at = ?1 + coalesce(t.stale_after, ?2), "
+            "lease_boot = ?3, lease_mono = ?4 + coalesce(t.stale_after, ?2), "
             "assigned_to = c.worker, lease_token = c.token, "
             "started_at = CASE WHEN c.start THEN ?1 ELSE t.started_at END "
             f"FROM claims c WHERE t.id = c.id AND t.locks = '[]' AND {_READY_AT_1} "
@@ -251,22 +267,25 @@ def take_many(count: int) -> str:
 
 START = """
         UPDATE tasks SET status = 'running', started_at = :now, heartbeat_at = :now,
-            attempts = attempts + (status = 'assigned'), lease_expires_at = :now + lease_s
+            attempts = attempts + (status = 'assigned'), lease_expires_at = :now + lease_s,
+            lease_boot = :boot, lease_mono = :mono + lease_s
         WHERE id = :id AND lease_token = :token"""
 
 
 def start_many(count: int) -> str:
-    """Start ``count`` leases: parameters the (id, token) pairs, then now three times."""
+    """Start ``count`` leases: parameters the (id, token) pairs, then now three times,
+    the boot id and the boot clock."""
     values = ",".join("(?, ?)" for _ in range(count))
     return (f"WITH l(id, token) AS (VALUES {values}) "
             "UPDATE tasks SET status = 'running', started_at = ?, heartbeat_at = ?, "
             "attempts = attempts + (status = 'assigned'), "
-            "lease_expires_at = ? + lease_s "
+            "lease_expires_at = ? + lease_s, lease_boot = ?, lease_mono = ? + lease_s "
             "WHERE (id, lease_token) IN (SELECT id, token FROM l) RETURNING id")
 
 
 HEARTBEAT = """
-        UPDATE tasks SET heartbeat_at = :now, lease_expires_at = :now + lease_s
+        UPDATE tasks SET heartbeat_at = :now, lease_expires_at = :now + lease_s,
+            lease_boot = :boot, lease_mono = :mono + lease_s
         WHERE id = :id AND lease_token = :token"""
 # one lease's completion (complete() goes through complete_many() instead)
 COMPLETE = """
@@ -314,7 +333,7 @@ RELEASE = """
 FREE_LOCKS = "DELETE FROM held_locks WHERE task_id = :id"
 # every lease expired (or held by a worker named :prefix…): PENDING again, or DEAD when a
 # RUNNING attempt was the last; a RUNNING one records why it stopped
-RECLAIM_STALE = """
+RECLAIM_STALE = f"""
         UPDATE tasks SET
             errors = CASE WHEN status = 'running' THEN json_insert(errors, '$[#]', json_object(
                 'attempt', attempts, 'error', 'worker ' || coalesce(assigned_to, '?') ||
@@ -332,7 +351,7 @@ RECLAIM_STALE = """
                           THEN 'dead' ELSE 'pending' END,
             lease_token = NULL, assigned_to = NULL, lease_expires_at = NULL
         WHERE status IN ('assigned', 'running')
-          AND (lease_expires_at < :now
+          AND ({expired()}
                OR (:prefix IS NOT NULL AND substr(assigned_to, 1, length(:prefix)) = :prefix))
         RETURNING id, seq"""
 
@@ -445,9 +464,11 @@ LIST_STEPS = """
 # -- durable runs --------------------------------------------------------------------
 CREATE_RUN = """
         INSERT INTO runs (run_id, agent, user_id, status, input, result, error, stop_reason,
-                          owner, lease_expires_at, version, created_at, updated_at)
+                          owner, lease_expires_at, lease_boot, lease_mono, version,
+                          created_at, updated_at)
         VALUES (:run_id, :agent, :user_id, :status, :input, NULL, NULL, NULL, :owner,
-                :lease_expires_at, :version, :now, :now)
+                :lease_expires_at, :boot, :mono + (:lease_expires_at - :now), :version,
+                :now, :now)
         ON CONFLICT (run_id) DO NOTHING"""
 GET_RUN = f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = :run_id"
 
@@ -461,12 +482,13 @@ def list_runs(where: str) -> str:
 # the run for :owner when free, already its, held by :take_from, or its lease expired
 CLAIM_RUN = f"""
         UPDATE runs SET owner = :owner, status = 'running', updated_at = :now,
-            lease_expires_at = :now + :lease
+            lease_expires_at = :now + :lease, lease_boot = :boot, lease_mono = :mono + :lease
         WHERE run_id = :run_id AND (owner IS NULL OR owner = :owner OR owner = :take_from
-                                    OR lease_expires_at IS NULL OR lease_expires_at < :now)
+                                    OR lease_expires_at IS NULL OR {expired()})
         RETURNING {RUN_COLUMNS}"""
 RENEW_RUN = """
-        UPDATE runs SET lease_expires_at = :now + :lease
+        UPDATE runs SET lease_expires_at = :now + :lease, lease_boot = :boot,
+            lease_mono = :mono + :lease
         WHERE run_id = :run_id AND owner = :owner"""
 END_RUN = """
         UPDATE runs SET status = :status, result = :result, error = :error,

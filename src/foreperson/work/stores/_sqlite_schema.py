@@ -275,6 +275,17 @@ MIGRATIONS.append(
     END;
     """)
 
+MIGRATIONS.append(
+    # 5 -> 6: leases on the host's boot clock beside the wall-clock deadline, so a
+    # process whose wall clock is wrong cannot take a live lease (SystemClock.lease_time);
+    # the leases held when the file is upgraded keep the wall clock until renewed
+    """
+    ALTER TABLE tasks ADD COLUMN lease_boot TEXT;
+    ALTER TABLE tasks ADD COLUMN lease_mono REAL;
+    ALTER TABLE runs ADD COLUMN lease_boot TEXT;
+    ALTER TABLE runs ADD COLUMN lease_mono REAL;
+    """)
+
 
 def statements(script: str) -> list[str]:
     """The statements of ``script`` in order (a trigger's ``BEGIN ... END`` body kept

@@ -131,6 +131,7 @@ class SqliteStore(SqlitePruning):
                 "disk, the default) or 'NORMAL' (survives a killed process, not a power cut)")
         self.path = str(path)
         self.clock = clock or SystemClock()
+        self._lease_time = getattr(self.clock, "lease_time", None)
         self._lock = threading.RLock()
         self._batch_owner: int | None = None
         self._second: int | None = None        # None until the schema has a clock
@@ -387,11 +388,19 @@ class SqliteStore(SqlitePruning):
                 raise _store_error(self.path, exc) from exc
         return [ReadyTask(*row) for row in rows]
 
+    def _lease_clock(self) -> dict[str, Any]:
+        """``{"boot": id, "mono": seconds}`` of the clock's boot clock, both ``None`` when
+        it has none (leases then run out on the wall clock alone)."""
+        found = self._lease_time() if self._lease_time is not None else None
+        return {"boot": None, "mono": None} if found is None else {
+            "boot": found[0], "mono": found[1]}
+
     def _take(self, db: sqlite3.Connection, task_id: str, worker: str, now: float,
               start: bool, lease_s: float) -> Task | None:
         row = db.execute(sql.TAKE_ONE, {
             "status": "running" if start else "assigned", "worker": worker, "now": now,
-            "id": task_id, "token": uuid.uuid4().hex, "lease": lease_s}).fetchone()
+            "id": task_id, "token": uuid.uuid4().hex, "lease": lease_s,
+            **self._lease_clock()}).fetchone()
         if row is None:
             return None
         task = row_to_task(row)
@@ -416,7 +425,8 @@ class SqliteStore(SqlitePruning):
         taken: dict[str, Task] = {}
         for i in range(0, len(pairs), 250):
             chunk = pairs[i:i + 250]
-            params: list[Any] = [now, lease_s]
+            lease = self._lease_clock()
+            params: list[Any] = [now, lease_s, lease["boot"], lease["mono"]]
             for n, (task_id, worker) in enumerate(chunk, start=i):
                 params += [task_id, worker, uuid.uuid4().hex, int(n < starting)]
             for row in db.execute(sql.take_many(len(chunk)), params):
@@ -442,7 +452,8 @@ class SqliteStore(SqlitePruning):
 
     def start(self, task_id: str, token: str) -> bool:
         """See :meth:`TaskStore.start`."""
-        cur = self._write(sql.START, {"now": self.clock.now(), "id": task_id, "token": token})
+        cur = self._write(sql.START, {"now": self.clock.now(), "id": task_id, "token": token,
+                                      **self._lease_clock()})
         return cur.rowcount == 1
 
     def start_many(self, leases: Mapping[str, str]) -> set[str]:
@@ -451,12 +462,14 @@ class SqliteStore(SqlitePruning):
             return set()
         with self._tx() as db:
             now = self.clock.now()
+            lease = self._lease_clock()
             started: set[str] = set()
             items = list(leases.items())
             for i in range(0, len(items), 400):
                 chunk = items[i:i + 400]
                 rows = db.execute(sql.start_many(len(chunk)),
-                                  [v for pair in chunk for v in pair] + [now, now, now]).fetchall()
+                                  [v for pair in chunk for v in pair]
+                                  + [now, now, now, lease["boot"], lease["mono"]]).fetchall()
                 started.update(r[0] for r in rows)
             return set(leases) - started
 
@@ -481,9 +494,9 @@ class SqliteStore(SqlitePruning):
         if not leases:
             return set()
         with self._tx() as db:
-            now = self.clock.now()
+            times = {"now": self.clock.now(), **self._lease_clock()}
             return {task_id for task_id, token in leases.items()
-                    if db.execute(sql.HEARTBEAT, {"now": now, "id": task_id,
+                    if db.execute(sql.HEARTBEAT, {**times, "id": task_id,
                                                   "token": token}).rowcount != 1}
 
     def complete(self, task_id: str, token: str, result: Any) -> bool:
@@ -517,7 +530,8 @@ class SqliteStore(SqlitePruning):
         with self._tx() as db:
             now = self.clock.now()
             rows = db.execute(sql.RECLAIM_STALE, {"now": now, "at": _iso(now),
-                                                  "prefix": holder_prefix}).fetchall()
+                                                  "prefix": holder_prefix,
+                                                  **self._lease_clock()}).fetchall()
             for task_id, _ in rows:
                 db.execute(sql.FREE_LOCKS, {"id": task_id})
             return [task_id for task_id, _ in sorted(rows, key=lambda r: r[1])]
@@ -724,7 +738,8 @@ class SqliteStore(SqlitePruning):
         """See :meth:`foreperson.journal.RunLedger.create_run`."""
         params = run_row(record)
         with self._tx() as db:
-            db.execute(sql.CREATE_RUN, {**params, "now": self.clock.now()})
+            db.execute(sql.CREATE_RUN, {**params, "now": self.clock.now(),
+                                        **self._lease_clock()})
             row = db.execute(sql.GET_RUN, {"run_id": record.run_id}).fetchone()
         return row_to_run(row)
 
@@ -746,14 +761,16 @@ class SqliteStore(SqlitePruning):
         with self._tx() as db:
             row = db.execute(sql.CLAIM_RUN, {
                 "run_id": run_id, "owner": owner, "take_from": take_from,
-                "lease": float(lease_s), "now": self.clock.now()}).fetchone()
+                "lease": float(lease_s), "now": self.clock.now(),
+                **self._lease_clock()}).fetchone()
         return None if row is None else row_to_run(row)
 
     def renew_run(self, run_id: str, owner: str, lease_s: float) -> bool:
         """See :meth:`foreperson.journal.RunLedger.renew_run`."""
         return self._write(sql.RENEW_RUN, {"run_id": run_id, "owner": owner,
                                            "lease": float(lease_s),
-                                           "now": self.clock.now()}).rowcount == 1
+                                           "now": self.clock.now(),
+                                           **self._lease_clock()}).rowcount == 1
 
     def end_run(self, run_id: str, owner: str, status: str, *, result: Any = None,
                 error: str | None = None, stop_reason: str | None = None) -> bool:
