@@ -75,6 +75,7 @@ __all__ = [
     "SpecProblem",
     "StoreError",
     "TaskFailed",
+    "describe",
     "first_error",
     "redact",
     "redact_url",
@@ -198,8 +199,8 @@ class TaskFailed(RunError):
                "retries_exhausted": "every attempt failed",
                "not_retryable": "its error would repeat, so it was not retried"}.get(
                    reason or "", reason or "it was given up")
-        super().__init__(f"task {task_id} is DEAD ({why}): {error or 'no error recorded'}; "
-                         "`foreperson retry` puts it back")
+        super().__init__(redact(f"task {task_id} is DEAD ({why}): "
+                                f"{error or 'no error recorded'}; `foreperson retry` puts it back"))
         self.task_id = task_id
         self.error = error
         self.reason = reason
@@ -229,27 +230,68 @@ def retryable_status(code: int) -> bool:
 
 _REDACTED = "***"   # what redact() and redact_url() put in place of a secret
 
-_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\s/?#@]*@)")
-"""``scheme://userinfo@``: the userinfo ends at the last ``@`` before the path."""
+_URL_USERINFO = re.compile(
+    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\s/?#\"'<>]*@)")
+"""``scheme://userinfo@``: the userinfo ends at the last ``@`` before the path (a
+password with a raw ``@`` in it is still cut whole)."""
 
 _TOKEN = r"[A-Za-z0-9+/_.~=-]"
-_SECRET_PATTERNS = (
-    # keys with a well-known prefix: OpenAI (sk-, sk-proj-), Anthropic (sk-ant-), Groq,
-    # Hugging Face, Google, GitHub, Slack, AWS access key ids
-    re.compile(r"\b(?:sk|xai)-[A-Za-z0-9_-]{16,}"),
-    re.compile(r"\b(?:hf|gsk|ghp|gho|ghu|ghs|github_pat|glpat)_[A-Za-z0-9_]{16,}"),
-    re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"),
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
+_NAMED = r"(?:[A-Za-z0-9]+[_-])*"   # a compound name's head: "access_", "aws_secret_"
+_SECRET_NAME = (r"(?:password|passwd|pwd|passphrase|secret|api[_-]?key|apikey|"
+                r"access[_-]?key|token|credentials?)")
+_SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
+    # each replaces its group "secret" only; what leads up to it stays
+    # a private key block, whole
+    re.compile(r"(?P<secret>-----BEGIN [A-Z ]*PRIVATE KEY-----.*?"
+               r"(?:-----END [A-Z ]*PRIVATE KEY-----|\Z))", re.S),
+    # keys with a well-known prefix: OpenAI (sk-, sk-proj-), Anthropic (sk-ant-), xAI,
+    # Groq, Hugging Face, GitHub, GitLab, Stripe, Google (AIza, ya29.), Slack, AWS key
+    # ids (AKIA, ASIA), JSON web tokens
+    re.compile(r"(?P<secret>\b(?:sk|xai)-[A-Za-z0-9_-]{16,})"),
+    re.compile(r"(?P<secret>\b(?:hf|gsk|ghp|gho|ghu|ghs|ghr|github_pat|glpat)_"
+               r"[A-Za-z0-9_]{16,})"),
+    re.compile(r"(?P<secret>\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,})"),
+    re.compile(r"(?P<secret>\bAIza[0-9A-Za-z_-]{30,})"),
+    re.compile(r"(?P<secret>\bya29\.[0-9A-Za-z_-]{20,})"),
+    re.compile(r"(?P<secret>\bxox[abeprs]-[A-Za-z0-9-]{10,}|\bxapp-[A-Za-z0-9-]{10,})"),
+    re.compile(r"(?P<secret>\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)"),
+    re.compile(r"(?P<secret>\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"),
+    # a credential in a URL's query: ?api_key=X, &token=X, &access_token=X, &sig=X
+    re.compile(r"(?i)[?&;]" + _NAMED + r"(?:" + _SECRET_NAME[3:-1] +
+               r"|auth|sig|signature)=(?P<secret>[^&#\s\"'<>]+)"),
+    # an assignment: password=X, api_key=X, DB_PASSWORD = X (a DSN's key=value form, an
+    # environment line); the value whatever its length
+    re.compile(r"(?i)\b" + _NAMED + _SECRET_NAME +
+               r"\s*=\s*(?P<secret>(?!\*\*\*)[^\s&;,'\"<>)\]}]+)"),
+    # a quoted value of a secret's name: {"password": "X"}, {'api_key': 'X'}, token: "X"
+    re.compile(r"(?i)\b" + _NAMED + r"(?:" + _SECRET_NAME[3:-1] + r"|authorization)"
+               r"[\"']?\s*:\s*[\"'](?P<secret>[^\"'\n]{4,}?)(?=[\"'])"),
+    # an Authorization header: "Authorization: Bearer X", "authorization=Basic X"
+    re.compile(r"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
+               r"(?:bearer|basic|token|digest|apikey)\s+(?P<secret>[^\s\"',;]+)"),
+    # an API key header: "x-api-key: X", "x-goog-api-key: X", "x-auth-token: X"
+    re.compile(r"(?i)\b(?:x-)?(?:goog-)?(?:api-key|auth-token)\s*:\s*[\"']?"
+               r"(?P<secret>[^\s\"',;]{8,})"),
+    # a bare bearer token: 8+ characters with a digit, or 20+
+    re.compile(rf"(?i)\bbearer\s+(?P<secret>(?={_TOKEN}*\d){_TOKEN}{{8,}}|{_TOKEN}{{20,}})"),
     # a long token (24+ characters, a digit among them) after a word that announces one:
-    # "Bearer X", "api_key=X", "x-api-key: X", "token X", "secret: 'X'", "password=X"
-    re.compile(r"(?i)(?P<lead>\b(?:bearer|token|api[_-]?key|key|secret|password|passwd|"
-               r"authorization)\b(?:\s+(?:provided|given|supplied|used|is|was))?"
-               r"[\"']?\s*[:=]?\s*[\"']?\s*(?:bearer\s+)?)"
-               rf"(?={_TOKEN}*\d){_TOKEN}{{24,}}"),
+    # "api key provided: X", "token X", "secret: X", "credentials X"
+    re.compile(r"(?i)\b" + _NAMED + r"(?:bearer|token|api[_-]?key|apikey|key|secret|"
+               r"password|passwd|authorization|credentials?)\b"
+               r"(?:\s+(?:provided|given|supplied|used|is|was))?"
+               r"[\"']?\s*[:=]?\s*[\"']?\s*(?:bearer\s+)?"
+               rf"(?P<secret>(?={_TOKEN}*\d){_TOKEN}{{24,}})"),
 )
 
 _MIN_SECRET_LENGTH = 8   # shorter `secrets` are not searched for: "x" would blank out all
+
+
+def _blank(match: re.Match[str]) -> str:
+    """The match with its group ``secret`` replaced by ``***``."""
+    start, end = match.span("secret")
+    whole = match[0]
+    offset = match.start()
+    return whole[:start - offset] + _REDACTED + whole[end - offset:]
 
 
 def redact_url(url: str) -> str:
@@ -278,14 +320,30 @@ def redact_url(url: str) -> str:
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
     """``text`` with credentials replaced by ``***``, for messages, logs and anything
-    stored: URL userinfo passwords (:func:`redact_url`), strings that look like an API
-    key (``sk-…``, ``sk-ant-…``, ``hf_…``, ``AIza…``, ``ghp_…``, and any token of 24 or
-    more characters with a digit after ``Bearer``, ``key``, ``api_key=``, ``token``,
-    ``secret`` or ``password``), and each of ``secrets`` wherever it appears.
+    stored (issue 21 item 6). Replaced:
 
-    A server that echoes the key it was sent back in its error body (issue 21 item 6)
-    is the case it is made for; :class:`ModelError` applies it to its own message. It is
-    idempotent: redacting twice gives the same text.
+    * each of ``secrets``, wherever it appears;
+    * URL credentials: a userinfo password (:func:`redact_url`), and a query
+      parameter named as a secret (``?api_key=``, ``&token=``, ``&access_token=``,
+      ``&client_secret=``, ``&sig=``, ``&password=`` …);
+    * assignments and quoted values of a secret's name (``password=X``,
+      ``DB_PASSWORD=X``, ``{"api_key": "X"}``, ``token: 'X'``), whatever their length;
+    * ``Authorization: Bearer|Basic X``, ``x-api-key: X``, and a bare ``Bearer X``
+      (8+ characters with a digit, or 20+);
+    * strings that look like keys: ``sk-…``, ``sk-ant-…``, ``sk-proj-…``, ``xai-…``,
+      ``gsk_…``, ``hf_…``, ``ghp_…`` (and the other GitHub prefixes), ``glpat_…``,
+      ``sk_live_…``, ``AIza…``, ``ya29.…``, ``xox?-…``, ``AKIA…``/``ASIA…``, JSON web
+      tokens, private key blocks;
+    * any token of 24 or more characters with a digit after a word that announces one
+      (``key``, ``token``, ``secret``, ``password``, ``credentials``, ``api key
+      provided:`` …).
+
+    Left alone: ordinary prose ("forgot my password", "password authentication
+    failed", "unknown key 'agents'", ``max_tokens=512``), task ids and URLs without
+    credentials. A server that echoes the key it was sent back in its error body is
+    the case it is made for; :class:`ModelError`, :class:`StoreError` and
+    :class:`TaskFailed` apply it to their messages, the stores to every error they
+    record. It is idempotent: redacting twice gives the same text.
 
     Args:
         text: the text to clean.
@@ -301,8 +359,27 @@ def redact(text: str, secrets: Iterable[str | None] = ()) -> str:
         text = text.replace(secret, _REDACTED)
     text = redact_url(text)
     for pattern in _SECRET_PATTERNS:
-        text = pattern.sub(lambda m: (m.groupdict().get("lead") or "") + _REDACTED, text)
+        text = pattern.sub(_blank, text)
     return text
+
+
+def describe(exc: BaseException) -> str:
+    """How an exception is written down wherever a person or a store will read it (a
+    task's error, the journal, the audit log, a span): ``"<ExceptionType>: <message>"``
+    passed through :func:`redact`, so a key a tool or a server echoed back in its message
+    is stored as ``***`` (issue 21 item 6).
+
+    Args:
+        exc: the exception.
+
+    Returns:
+        One line or more of text; never raises.
+    """
+    try:
+        message = str(exc)
+    except Exception:  # noqa: BLE001 - a broken __str__ must not hide the failure
+        message = f"<{type(exc).__name__} whose message cannot be shown>"
+    return redact(f"{type(exc).__name__}: {message}")
 
 
 class ModelError(RunError):
@@ -497,7 +574,7 @@ class StoreError(ForepersonError):
     """
 
     def __init__(self, message: str, *, transient: bool = False) -> None:
-        super().__init__(message)
+        super().__init__(redact(message))
         self.transient = transient
 
 

@@ -39,9 +39,12 @@ Prompts, messages, tool arguments and tool results are **not** recorded unless
 from __future__ import annotations
 
 import os
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
+
+from .errors import describe, redact
 
 __all__ = ["MetricsSink", "add_sink", "capture_content", "current_carrier", "end_span",
            "remove_sink", "set_capture_content", "span_context", "start_span", "tracer",
@@ -215,6 +218,9 @@ def end_span(span: Any, error: BaseException | None = None,
     if error is not None:
         from opentelemetry.trace import Status, StatusCode
 
-        span.record_exception(error)
-        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+        described = describe(error)            # no key echoed in a message reaches a span
+        span.record_exception(error, attributes={
+            "exception.message": described.partition(": ")[2],
+            "exception.stacktrace": redact("".join(traceback.format_exception(error)))})
+        span.set_status(Status(StatusCode.ERROR, described))
     span.end()

@@ -13,8 +13,8 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 LAYERS = [
-    {"errors", "clock", "telemetry", "_lazy"},         # the ground floor
-    {"retry", "journal"},
+    {"errors", "clock", "_lazy"},                      # the ground floor
+    {"retry", "journal", "telemetry"},                 # telemetry redacts with errors
     {"work"},
     {"models"},
     {"agents"},

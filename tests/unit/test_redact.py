@@ -36,6 +36,16 @@ def test_url_passwords_are_replaced(text: str, expected: str) -> None:
     ("api_key=dGhpcyBpcyBhIHNlY3JldCBrZXkgMTIz&x=1", "api_key=***&x=1"),
     ("hf_AbCdEfGhIjKlMnOpQrStUv0123 and AIzaSyA1234567890abcdefghijklmnopqrstu",
      "*** and ***"),
+    # short values after a secret's name, whatever their length
+    ("DB_PASSWORD=hunter2 host=db", "DB_PASSWORD=*** host=db"),
+    ("{'api_key': 'abcd1'}", "{'api_key': '***'}"),
+    ("GET /v1?access_token=abc&page=2", "GET /v1?access_token=***&page=2"),
+    ("Authorization: Basic dXNlcjpwYXNz", "Authorization: Basic ***"),
+    ("stripe: sk_live_0123456789abcdefABCD", "stripe: ***"),
+    ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NSJ9.c2lnbmF0dXJlMTIz", "jwt ***"),
+    ("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY----- done",
+     "*** done"),
+    ("https://u:p@ss@host/x", "https://u:***@host/x"),        # a raw @ in the password
 ])
 def test_strings_that_look_like_keys_are_replaced(text: str, expected: str) -> None:
     assert redact(text) == expected
@@ -47,6 +57,10 @@ def test_strings_that_look_like_keys_are_replaced(text: str, expected: str) -> N
     "task-abcdefghijklmnopqrstuvwxyz is DEAD",
     "the key internationalization-considerations matters",      # no digit: a word
     "HTTP 404: model 'llama3.1:8b' not found",
+    "I forgot my password and cannot log in",
+    "FATAL: password authentication failed for user \"app\"",
+    "unknown key 'agents' in team.yaml line 3",
+    "max_tokens=512 temperature=0.2",
 ])
 def test_ordinary_messages_are_left_alone(text: str) -> None:
     assert redact(text) == text

@@ -2,18 +2,40 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigurationError
+from ..errors import redact as redact_secrets
 from ..work.store import TaskStore
 
 DB_HELP = "SQLite task database file."
 DSN_HELP = "PostgreSQL DSN, e.g. postgresql://user@host/db (workers on many machines)."
 SCHEMA_HELP = ("PostgreSQL schema of the job's tasks, as given to `foreperson tickets --schema` "
                "(default: $FOREPERSON_PG_SCHEMA or foreperson).")
+
+
+class RedactingFormatter(logging.Formatter):
+    """A log formatter whose every line, traceback included, passes through
+    :func:`foreperson.errors.redact`: a key in an exception's message or a URL's
+    password never reaches a log (issue 21 item 6)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record formatted as :class:`logging.Formatter` does, then redacted."""
+        return redact_secrets(super().format(record))
+
+
+def configure_logging(level: str | int = logging.INFO) -> None:
+    """Log to stderr as ``time LEVEL logger: message``, redacted, at ``level`` (a name
+    such as ``"INFO"`` or a number); does nothing when the root logger has handlers already."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper() if isinstance(level, str) else level,
+                        handlers=[handler])
 
 
 def open_store(db: str | None, dsn: str | None, *, must_exist: bool = False,

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -91,9 +90,8 @@ def serve(
     Prometheus. Works offline; stop with Ctrl-C."""
     from ..errors import ConfigurationError
     from ..observe import StatusServer, raise_open_file_limit
-
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from ._common import configure_logging
+    configure_logging(logging.INFO)
     users = read_users(users_file) if users_file is not None else {}
     if token is not None and len(token) < 16:
         raise ConfigurationError("--token is under 16 characters (python3 -c 'import "

@@ -32,7 +32,6 @@ held and exits. A second signal skips the wait.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 from typing import Annotated, Optional
 
@@ -93,8 +92,8 @@ def worker(
     The ticket job's workers: foreperson worker foreperson.tickets.job --dsn DSN
     (they read FOREPERSON_TICKETS_EXAMPLES, FOREPERSON_TICKETS_MODEL and
     FOREPERSON_TICKETS_BASE_URL, which must match the job's --examples / --model)."""
-    logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from ._common import configure_logging
+    configure_logging(log_level)
     from ..work.process import AppWorker, default_worker_name, load_app, process_supervisor, serve
     from ..work.retention import Retention
 

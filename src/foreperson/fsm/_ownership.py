@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 import anyio
 import anyio.to_thread
 
+from ..errors import describe
 from ..journal import Journal, RunLedger, RunRecord
 from ..work.leases import DEFAULT_LEASE_S
 from ..work.owners import drop_run, forget_owner, keep_run, new_owner, take_run
@@ -120,7 +121,7 @@ class RunOwner:
         except BaseException as exc:
             cancelled = isinstance(exc, anyio.get_cancelled_exc_class() | KeyboardInterrupt)
             await self._end("interrupted" if cancelled else "failed",
-                            error=f"{type(exc).__name__}: {exc}")
+                            error=describe(exc))
             raise
         else:
             if self._end_written:

@@ -29,7 +29,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from ..agents import Approval, PendingApproval, RunOptions, RunResult
 from ..agents.steps import AgentView, JournaledSteps, RunSession
-from ..errors import AccessDenied, ConfigurationError, RunNotFound
+from ..errors import AccessDenied, ConfigurationError, RunNotFound, describe
 from ..journal import Journal, RunLedger, RunRecord, Step, compact_request
 from ..models import MESSAGES_ADAPTER, Message
 from ..work import MemoryStore, TaskStore
@@ -85,7 +85,7 @@ def _summary(result: RunResult[Any]) -> dict[str, Any]:
 
 
 def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+    return describe(exc)
 
 
 class Runtime:

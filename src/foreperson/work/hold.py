@@ -33,7 +33,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 import anyio.to_thread
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, describe, redact
 from ..retry import backoff_seconds, is_retryable, retry_after_seconds
 from .handles import Waiters
 from .leases import DEFAULT_LEASE_S, LEASES
@@ -87,10 +87,11 @@ def retry_delay(error: BaseException | str, attempts: int, max_attempts: int, *,
 
 
 def error_text(error: BaseException | str) -> str:
-    """How a failure is recorded: ``"<ExceptionType>: <message>"``, or the message."""
+    """How a failure is recorded: ``"<ExceptionType>: <message>"``, or the message, with
+    credentials replaced (:func:`foreperson.errors.describe`, :func:`~foreperson.errors.redact`)."""
     if isinstance(error, BaseException):
-        return f"{type(error).__name__}: {error}"
-    return str(error)
+        return describe(error)
+    return redact(str(error))
 
 
 async def store_call(store: TaskStore, call: Callable[[], T]) -> T:
