@@ -1,7 +1,7 @@
 """Agents: ``Agent(instructions, model=, tools=, architecture=)`` (seed 001), tools from
 plain functions, the ReAct loop with parallel tool dispatch, run results with usage,
 the event stream, and guards (limits, permissions, hooks, approval, guardrails, rate
-limiter, audit log).
+limiter, audit log), and MCP servers as toolsets (:class:`MCPServer`).
 
 Each step of a run (model call, tool call, approval, spawn, delegation) goes through an
 injected step runner (:mod:`foreperson.agents.steps`: inline by default, journaled over a
@@ -56,6 +56,7 @@ from ._guards import (
     RateLimiter,
     ask_later,
 )
+from ._mcp import MCPServer, MCPTool
 from ._state import RunContext, RunOptions
 from ._thread import Thread
 from ._tools import Tool, tool
@@ -76,6 +77,8 @@ __all__ = [
     "Guards",
     "JsonlAuditLog",
     "Limits",
+    "MCPServer",
+    "MCPTool",
     "MemoryAuditLog",
     "ModelCallEvent",
     "PendingApproval",

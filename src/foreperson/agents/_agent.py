@@ -13,11 +13,12 @@ import anyio
 from pydantic import BaseModel
 from typing_extensions import TypeVar
 
-from ..errors import AccessDenied, ConfigurationError, first_error
+from ..errors import AccessDenied, ConfigurationError, describe, first_error
 from ..models import Message, Model, ModelSettings, SystemMessage, UserMessage, infer_model
 from ._durable import DurableRuntime
 from ._events import AgentEvent, FinalEvent, RunResult
 from ._guards import Guards
+from ._mcp import MCPServer, run_toolsets
 from ._react import Architecture, ReAct
 from ._state import (
     DEFAULT_OPTIONS,
@@ -68,6 +69,11 @@ class Agent(Generic[OutputT, ResultT]):
             pinning: a spawned worker is pinned to the user of the run that spawned
             it); a run of another user, or an anonymous one, that reaches it raises
             :class:`~foreperson.errors.AccessDenied`. None (default): any user's.
+        toolsets: sources of more tools, listed when a run starts
+            (:class:`~foreperson.agents.MCPServer`: an MCP server's tools); each
+            becomes an ordinary tool of the run. A run that cannot start or list one
+            raises :class:`~foreperson.errors.RunError`; an MCP tool with the name of
+            another tool raises ConfigurationError when the run starts.
 
     Raises:
         ConfigurationError: a bad model string, a missing API key, two tools with one
@@ -87,6 +93,7 @@ class Agent(Generic[OutputT, ResultT]):
         guards: Guards | None = None,
         settings: ModelSettings | None = None,
         pinned_user: str | None = None,
+        toolsets: Iterable[MCPServer] = (),
     ) -> None:
         if not isinstance(instructions, str):
             raise ConfigurationError(
@@ -116,6 +123,11 @@ class Agent(Generic[OutputT, ResultT]):
         self.guards = guards if guards is not None else Guards()
         self.settings = settings if settings is not None else ModelSettings()
         self.pinned_user = pinned_user
+        self.toolsets: tuple[MCPServer, ...] = tuple(toolsets)
+        for toolset in self.toolsets:
+            if not isinstance(toolset, MCPServer):
+                raise ConfigurationError(
+                    f"agent {name!r}: toolsets= takes MCPServer objects, got {toolset!r}")
 
     def __repr__(self) -> str:
         return (f"Agent(name={self.name!r}, model={self.model.name!r}, "
@@ -149,6 +161,7 @@ class Agent(Generic[OutputT, ResultT]):
             "guards": self.guards,
             "settings": self.settings,
             "pinned_user": self.pinned_user,
+            "toolsets": self.toolsets,
         }
         unknown = set(changes) - set(arguments)
         if unknown:
@@ -588,7 +601,16 @@ class Agent(Generic[OutputT, ResultT]):
         if failure and not left_early:
             raise failure[0]
 
-    async def _events(self, ctx: RunContext, prompt: str) -> AsyncGenerator[AgentEvent, None]:  # noqa: C901 - the run's start, guardrails, architecture and every way it ends, in order
+    async def _events(self, ctx: RunContext, prompt: str) -> AsyncGenerator[AgentEvent, None]:
+        """The run's own events, with its toolsets' tools (held open by the outermost
+        run until it ends)."""
+        async with run_toolsets(ctx, self.toolsets):
+            events = self._run_events(ctx, prompt)
+            async with aclosing(events):
+                async for event in events:
+                    yield event
+
+    async def _run_events(self, ctx: RunContext, prompt: str) -> AsyncGenerator[AgentEvent, None]:  # noqa: C901 - the run's start, guardrails, architecture and every way it ends, in order
         """The run's own events, each also published to the run's event sink."""
         started = time.perf_counter()
         limits = self.guards.limits
@@ -646,7 +668,7 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, anyio.get_cancelled_exc_class()):
         return ("Cancelled: the run was cancelled (by its caller, or its stream's consumer "
                 "stopped iterating)")
-    return f"{type(exc).__name__}: {exc}"
+    return describe(exc)
 
 
 def _usage(ctx: RunContext) -> dict[str, int]:

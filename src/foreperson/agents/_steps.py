@@ -37,6 +37,7 @@ resumed run replays.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import inspect
 import logging
@@ -56,6 +57,7 @@ from ..errors import (
     ConfigurationError,
     ModelError,
     OutputValidationError,
+    describe,
     first_error,
 )
 from ..journal import JournalDivergence, UnknownStepVersion, request_digest
@@ -78,7 +80,8 @@ from ._events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from ._guards import Approval, PendingApproval
+from ._guards import Approval, Guards, PendingApproval
+from ._mcp import refresh_toolsets
 from ._run_parts import AGENT_OUTPUT, ConversationDigest, SpawnRecord
 from ._runner import InlineSteps, StepCodec, StepOutcome, StepSpec
 from ._state import POSITION
@@ -233,6 +236,7 @@ async def call_model(  # noqa: C901, PLR0915 - one model step: replay, budget, s
         output_type = agent.output_type
     conversation = ctx.messages if messages is None else list(messages)
     digest = ctx.conversation if messages is None else ConversationDigest()
+    await refresh_toolsets(ctx)     # an MCP server whose tool list changed: listed again
     params = ModelRequestParameters(
         tools=ctx.tool_definitions(), output_type=output_type, settings=call_settings(ctx))
     buffered: list[TextDeltaEvent] = []   # deltas, when nobody listens live
@@ -278,7 +282,7 @@ async def call_model(  # noqa: C901, PLR0915 - one model step: replay, budget, s
         if not isinstance(exc, Exception):
             raise
         ctx.audit("model_call", turn=turn, model=agent.model.name,
-                  error=f"{type(exc).__name__}: {exc}",
+                  error=describe(exc),
                   duration_s=round(time.perf_counter() - started, 6))
         raise
     model_call_ended(ctx, span, outcome.value if outcome else None,
@@ -447,7 +451,7 @@ async def _checked_run(
     if isinstance(kwargs, str):
         return call, None, StepOutcome(_error(call, kwargs))
     decision: Approval | None = None
-    if guards.needs_approval(call.name):
+    if _needs_approval(guards, call.name):
         decision = await _approval(ctx, call, path)
         if decision.decision == "deny":
             reason = decision.reason or "no reason given"
@@ -467,7 +471,8 @@ async def _checked_run(
         return call, decision, StepOutcome(await execute())
     spec = StepSpec(ctx.journal_run_id, path, "tool_call",
                     lambda: {"tool": checked_call.name,
-                             "arguments": checked_call.arguments_dict()},
+                             "arguments": checked_call.arguments_dict(),
+                             **(tool.step_request or {})},
                     TOOL_RETURN_CODEC)
     return call, decision, await ctx.steps.run(spec, execute)
 
@@ -491,7 +496,7 @@ async def _invoke(
     except _JOURNAL_ERRORS:
         raise
     except Exception as exc:  # noqa: BLE001 - the model reads it and may correct itself
-        return _error(call, f"tool {call.name!r} raised {type(exc).__name__}: {exc}")
+        return _error(call, f"tool {call.name!r} raised {describe(exc)}")
     if isinstance(value, ToolReturn):   # the tool chose its content and error flag itself
         return replace(value, call_id=call.id, name=call.name)
     return ToolReturn(call.id, call.name, result_text(value))
@@ -506,6 +511,18 @@ def _validated(tool: Tool, call: ToolCall) -> dict[str, Any] | str:
             return (f"invalid arguments for {call.name!r}: "
                     f"{format_validation_error(exc)}; fix them and call it again")
         return f"invalid arguments for {call.name!r}: {exc}; send a JSON object"
+
+
+def _needs_approval(guards: Guards, name: str) -> bool:
+    """``guards.needs_approval(name)``, with ``approval_required`` entries that hold
+    ``*``, ``?`` or ``[`` also read as ``fnmatch`` patterns (``{"write_*"}``: every tool of
+    an MCP server whose names start so)."""
+    if guards.needs_approval(name):
+        return True
+    required = guards.approval_required
+    return guards.approval is not None and required is not None and any(
+        fnmatch.fnmatchcase(name, pattern) for pattern in required
+        if any(c in pattern for c in "*?["))
 
 
 class _NoDecision(Exception):

@@ -143,6 +143,10 @@ class Tool:
         replay_description: what a journal compares on replay in place of the
             description (see :class:`~foreperson.models.ToolDefinition`); None: the
             description.
+        step_request: JSON values recorded with each journaled call's request, beside
+            the tool's name and arguments (an MCP tool: a digest of its server's input
+            schema), so that a replay whose values differ is a
+            :class:`~foreperson.journal.JournalDivergence`; None: nothing more.
     """
 
     function: Callable[..., Any]
@@ -155,6 +159,7 @@ class Tool:
     timeout_s: float | None = None
     journaled: bool = True
     replay_description: str | None = None
+    step_request: dict[str, Any] | None = None
 
     @classmethod
     def from_function(  # noqa: C901 - each rejected kind of parameter is one branch with its own message
