@@ -8,6 +8,7 @@ Each guard ends a run with a result or a clear error, never a hang.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import threading
@@ -403,8 +404,8 @@ class Guards:
         after_tool: hooks run after each tool call (see :data:`AfterToolHook`).
         approval: asks a human about tool calls (see :data:`ApprovalHandler`); None
             runs every call without asking.
-        approval_required: the tools that need approval (None: all of them, when an
-            approval handler is set).
+        approval_required: the tools that need approval, by name or ``fnmatch`` pattern
+            (``"crm_*"``); None: all of them, when an approval handler is set.
         approval_timeout_s: seconds to wait for a decision; past it the call is denied
             (None: wait as long as it takes).
         tool_timeout_s: seconds a tool call may run (default None: no bound); a tool's
@@ -455,10 +456,16 @@ class Guards:
         return self.allowed_tools is None or tool_name in self.allowed_tools
 
     def needs_approval(self, tool_name: str) -> bool:
-        """Whether a call to ``tool_name`` waits for the approval handler."""
+        """Whether a call to ``tool_name`` waits for the approval handler: every call when
+        ``approval_required`` is None, else those it names, an entry holding ``*``, ``?``
+        or ``[`` read as an ``fnmatch`` pattern (``{"crm_write_*"}``: every tool of an MCP
+        server's whose names start so)."""
         if self.approval is None:
             return False
-        return self.approval_required is None or tool_name in self.approval_required
+        required = self.approval_required
+        return required is None or tool_name in required or any(
+            fnmatch.fnmatchcase(tool_name, pattern) for pattern in required
+            if any(c in pattern for c in "*?["))
 
     def replace(self, **changes: Any) -> Guards:
         """A copy with some fields changed (``guards.replace(limits=Limits(max_turns=3))``)."""

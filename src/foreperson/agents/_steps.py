@@ -37,7 +37,6 @@ resumed run replays.
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import inspect
 import logging
@@ -80,7 +79,7 @@ from ._events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from ._guards import Approval, Guards, PendingApproval
+from ._guards import Approval, PendingApproval
 from ._mcp import refresh_toolsets
 from ._run_parts import AGENT_OUTPUT, ConversationDigest, SpawnRecord
 from ._runner import InlineSteps, StepCodec, StepOutcome, StepSpec
@@ -451,7 +450,7 @@ async def _checked_run(
     if isinstance(kwargs, str):
         return call, None, StepOutcome(_error(call, kwargs))
     decision: Approval | None = None
-    if _needs_approval(guards, call.name):
+    if guards.needs_approval(call.name):
         decision = await _approval(ctx, call, path)
         if decision.decision == "deny":
             reason = decision.reason or "no reason given"
@@ -511,18 +510,6 @@ def _validated(tool: Tool, call: ToolCall) -> dict[str, Any] | str:
             return (f"invalid arguments for {call.name!r}: "
                     f"{format_validation_error(exc)}; fix them and call it again")
         return f"invalid arguments for {call.name!r}: {exc}; send a JSON object"
-
-
-def _needs_approval(guards: Guards, name: str) -> bool:
-    """``guards.needs_approval(name)``, with ``approval_required`` entries that hold
-    ``*``, ``?`` or ``[`` also read as ``fnmatch`` patterns (``{"write_*"}``: every tool of
-    an MCP server whose names start so)."""
-    if guards.needs_approval(name):
-        return True
-    required = guards.approval_required
-    return guards.approval is not None and required is not None and any(
-        fnmatch.fnmatchcase(name, pattern) for pattern in required
-        if any(c in pattern for c in "*?["))
 
 
 class _NoDecision(Exception):
