@@ -68,3 +68,13 @@ def test_every_example_is_listed():
     for path in (ROOT / "examples").iterdir():
         if path.suffix in (".py", ".csv"):
             assert f"`{path.name}`" in listed, f"examples/README.md does not list {path.name}"
+
+
+def test_the_readme_names_every_extra():
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    readme = (ROOT / "README.md").read_text()
+    listed = readme[readme.index("Extras:"):readme.index("## Quickstart")]
+    assert [name for name in extras if f"`{name}`" not in listed] == []
