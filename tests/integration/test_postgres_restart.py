@@ -114,6 +114,10 @@ def test_the_ticket_job_with_remote_workers_rides_out_a_server_restart(cluster, 
     assert codes == [0, 0], [path.read_text()[-2000:] for path in logs]
     for path in logs:
         no_traceback(path.read_text())
+    # the outage in its own words, not the pool's line per connection
+    for text in [stderr] + [path.read_text() for path in logs]:
+        assert "discarding closed connection" not in text, text[-2000:]
+        assert "error connecting in" not in text, text[-2000:]
     results = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
     counts = Counter(r["id"] for r in results)
     assert sorted(counts) == ids and set(counts.values()) == {1}

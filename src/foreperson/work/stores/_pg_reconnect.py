@@ -26,9 +26,41 @@ from typing import Any, TypeVar
 
 from ...errors import StoreError
 
-__all__ = ["DEFAULT_RECONNECT_S", "Outage", "reconnecting"]
+__all__ = ["DEFAULT_RECONNECT_S", "Outage", "quiet_pool_outages", "reconnecting"]
 
 log = logging.getLogger("foreperson.store.postgres")
+
+# what psycopg_pool logs, once per connection, while the server is away: the two lines
+# of an Outage say it instead
+_POOL_OUTAGE_MESSAGES = frozenset({
+    "discarding closed connection: %s", "discarding broken connection: %s",
+    "error connecting in %r: %s", "reconnection attempt in pool %r failed after %s sec",
+    "rolling back returned connection: %s", "closing returned connection: %s",
+    "error resetting connection: %s"})
+
+
+class _PoolOutageFilter(logging.Filter):
+    """Drops psycopg_pool's per-connection warnings of a lost server, unless the
+    ``psycopg.pool`` logger is set to DEBUG (then every line is kept)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for an outage message of the pool's, at any level above DEBUG."""
+        if record.msg not in _POOL_OUTAGE_MESSAGES:
+            return True
+        return logging.getLogger("psycopg.pool").isEnabledFor(logging.DEBUG)
+
+
+_POOL_FILTER = _PoolOutageFilter()
+
+
+def quiet_pool_outages() -> None:
+    """Keep psycopg_pool's per-connection warnings out of the log while PostgreSQL is
+    away or restarting (issue 21 item 3: one line when it goes, one when it is back);
+    ``logging.getLogger("psycopg.pool").setLevel(logging.DEBUG)`` shows them again.
+    Idempotent."""
+    pool_log = logging.getLogger("psycopg.pool")
+    if _POOL_FILTER not in pool_log.filters:
+        pool_log.addFilter(_POOL_FILTER)
 
 T = TypeVar("T")
 

@@ -81,7 +81,7 @@ from ..task import Clock, Status, SystemClock, Task, from_epoch
 from ._pg_migrate import apply_migrations
 from ._pg_prune import PostgresPruning
 from ._pg_queries import COLUMNS, RUN_COLUMNS, Q
-from ._pg_reconnect import DEFAULT_RECONNECT_S, Outage, reconnecting
+from ._pg_reconnect import DEFAULT_RECONNECT_S, Outage, quiet_pool_outages, reconnecting
 from ._pg_schema import LATEST
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -362,6 +362,7 @@ class PostgresStore(PostgresPruning):
         self._done = _Listener(self, f"{self.schema}.done")
         self._psycopg = psycopg
         self._outage = Outage(self._where(), reconnect_s)
+        quiet_pool_outages()
         schema_name = self.schema
 
         def configure(conn: Any) -> None:
