@@ -16,6 +16,7 @@ import re
 import statistics
 import sys
 import time
+from array import array
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -333,21 +334,22 @@ def _untrusted_line(calibration: Any, job: TicketJob, out: Path, bundled: bool) 
     (``--examples``, or ``--min-confidence`` with how many tickets it would let through,
     counted in the results file ``out``)."""
     held_out = [p for p, _ in getattr(job.model.categories, "held_out", ())]
-    only: list[float] = []         # tickets flagged for the untrusted model and nothing else
-    scores: list[float] = []
-    for record in _results(out):
-        scores.append(float(record.get("confidence") or 0.0))
+    only = array("d")           # tickets flagged for the untrusted model and nothing else
+    low, high, count = math.inf, -math.inf, 0
+    for record in _results(out):       # a line at a time: 8 bytes a ticket kept, at most
+        score = float(record.get("confidence") or 0.0)
+        low, high, count = min(low, score), max(high, score), count + 1
         if _UNTRUSTED_ONLY.fullmatch(str(record.get("reason") or "")):
-            only.append(float(record.get("confidence") or 0.0))
+            only.append(score)
     what = ("the bundled model is a 52-ticket demo set" if bundled
             else f"the model trained on {calibration.held_out} examples")
     seen = (f" and never scored above {max(held_out):.2f}" if held_out else "")
-    spread = (f" (its scores here, {min(scores):.2f}-{max(scores):.2f}, rank tickets; they "
-              "are not chances of being right)" if scores else "")
+    spread = (f" (its scores here, {low:.2f}-{high:.2f}, rank tickets; they "
+              "are not chances of being right)" if count else "")
     if only:
         cut = math.floor(statistics.median(only) * 20) / 20
         through = sum(c >= cut for c in only)
-        instead = (f", or --min-confidence {cut:.2f} lets {through} of these {len(scores)} "
+        instead = (f", or --min-confidence {cut:.2f} lets {through} of these {count} "
                    f"tickets through unflagged (expect about {calibration.accuracy:.0%} of "
                    "them right)")
     else:
@@ -362,21 +364,20 @@ def _untrusted_line(calibration: Any, job: TicketJob, out: Path, bundled: bool) 
 _UNTRUSTED_ONLY = re.compile(r"model not trusted \([^()]*\)")
 
 
-def _results(out: Path) -> list[dict[str, Any]]:
-    """The records of the results file (unreadable lines left out)."""
-    records = []
+def _results(out: Path) -> Iterator[dict[str, Any]]:
+    """The records of the results file, read a line at a time (unreadable lines, those
+    nested too deeply included, left out)."""
     try:
         with out.open(encoding="utf-8") as f:
             for line in f:
                 try:
                     record = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 if isinstance(record, dict):
-                    records.append(record)
+                    yield record
     except OSError:
-        return []
-    return records
+        return
 
 
 def _print_summary(report: JobReport, out: Path, job: TicketJob, *, bundled: bool) -> None:

@@ -57,11 +57,12 @@ def library_version(distribution: str) -> str:
 def load(path: Path, read: Callable[[dict[str, Any]], T]) -> T | None:
     """``read(state)`` of the JSON object in ``path``, or None when the file is missing
     or unreadable, does not hold a JSON object, or ``read`` refuses it (ValueError,
-    KeyError, TypeError, IndexError: not a state it knows)."""
+    KeyError, TypeError, IndexError: not a state it knows; RecursionError: nested too
+    deeply to be one)."""
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
         return read(state) if isinstance(state, dict) else None
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
+    except (OSError, ValueError, KeyError, TypeError, IndexError, RecursionError):
         return None
 
 

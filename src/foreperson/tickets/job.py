@@ -37,7 +37,7 @@ from ..work.app import App
 from ..work.leases import DEFAULT_LEASE_S
 from ..work.store import TaskStore
 from .model import Example, TicketModel, bundled_examples, load_examples
-from .reader import MAX_TICKET_CHARS, TicketFile, read_tickets
+from .reader import MAX_TICKET_CHARS, Tickets, TicketStream, scan_tickets
 from .rerun import SETTING_OPTIONS, check_earlier_run
 from .results import OUTPUT_FIELDS, Outbox, check_output_path, check_writable_path
 from .runner import JOB_WORKER, JobProgress, JobReport, local_workers, run_job
@@ -312,14 +312,16 @@ def _prune_earlier(options: JobOptions, listener: JobListener) -> None:
         listener.deleted(run)
 
 
-def _read(options: JobOptions, listener: JobListener) -> TicketFile:
-    """The input's tickets, each unusable row told to ``listener``.
+def _read(options: JobOptions, listener: JobListener) -> TicketStream:
+    """The input's tickets, checked to the end but not held (read again, a chunk at a
+    time, as the job runs: :func:`~foreperson.tickets.reader.scan_tickets`), each
+    unusable row told to ``listener``.
 
     Raises:
         InputError: the file cannot be read.
         ConfigurationError: no ticket has text.
     """
-    tickets = read_tickets(options.input_file, id_column=options.id_column,
+    tickets = scan_tickets(options.input_file, id_column=options.id_column,
                            subject_column=options.subject_column,
                            body_column=options.body_column)
     for line, ticket_id, reason in tickets.skipped:
@@ -329,7 +331,7 @@ def _read(options: JobOptions, listener: JobListener) -> TicketFile:
         listener.note(f"{options.input_file}:{line}: ticket {ticket_id} has {size:,} "
                       f"characters; only its first {MAX_TICKET_CHARS:,} were read (the "
                       "limit per ticket)")
-    if not tickets.tickets:
+    if not tickets.count:
         raise ConfigurationError(f"{options.input_file}: no tickets with text to process")
     return tickets
 
@@ -351,7 +353,7 @@ def _open_store(options: JobOptions) -> TaskStore:
     return SqliteStore(options.db)
 
 
-def _prepare(options: JobOptions, tickets: TicketFile, training: list[Example],
+def _prepare(options: JobOptions, tickets: Tickets, training: list[Example],
              listener: JobListener) -> tuple[TaskStore, TicketJob] | None:
     """Open the store, refuse a re-run that does not match (before training), train.
 
@@ -364,7 +366,7 @@ def _prepare(options: JobOptions, tickets: TicketFile, training: list[Example],
     store = _open_store(options)
     try:      # a re-run with other examples, model or settings: refused before training
         written = _check_earlier_run(tickets, store, options, training)
-        if len(written) == len(tickets.tickets):
+        if len(written) == tickets.count:
             listener.note(f"nothing to do: all {len(written)} tickets of {options.input_file} "
                           f"are already in {options.out} (an earlier run finished them)")
             store.close()
@@ -380,7 +382,7 @@ def _prepare(options: JobOptions, tickets: TicketFile, training: list[Example],
     return store, job
 
 
-def _check_earlier_run(tickets: TicketFile, store: TaskStore, options: JobOptions,
+def _check_earlier_run(tickets: Tickets, store: TaskStore, options: JobOptions,
                        training: list[Example]) -> set[str]:
     assert options.out is not None
     kind = "LlmTicketModel" if options.model is not None else "TicketModel"
@@ -442,7 +444,7 @@ def _remote_hint(options: JobOptions) -> str:
             + " (the same examples and model as this job, on every machine)")
 
 
-def _run(options: JobOptions, tickets: TicketFile, store: TaskStore, job: TicketJob,
+def _run(options: JobOptions, tickets: Tickets, store: TaskStore, job: TicketJob,
          listener: JobListener) -> JobReport:
     """Run the job to the end, the listener told it starts and shown its progress.
 
@@ -450,7 +452,7 @@ def _run(options: JobOptions, tickets: TicketFile, store: TaskStore, job: Ticket
         JobInterrupted: Ctrl-C.
     """
     hint = _remote_hint(options)
-    total = len(tickets.tickets)
+    total = tickets.count
     stop = listener.starting(JobStart(options, total, job, store, hint))
 
     def notice(line: str) -> None:

@@ -10,10 +10,12 @@ subject nor body is reported in :attr:`TicketFile.skipped`, never dropped silent
 
 from __future__ import annotations
 
+import bisect
 import csv
-import io
+import itertools
 import json
 import math
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +24,8 @@ from typing import Any
 from ..errors import InputError
 
 __all__ = ["BODY_NAMES", "ID_NAMES", "MAX_TICKET_CHARS", "SUBJECT_NAMES", "Ticket",
-           "TicketFile", "find_column", "read_records", "read_tickets"]
+           "TicketFile", "TicketStream", "Tickets", "find_column", "iter_records",
+           "read_records", "read_tickets", "scan_tickets"]
 
 ID_NAMES = ("id", "ticket_id", "ticketid", "ticket", "key")
 SUBJECT_NAMES = ("subject", "title", "summary")
@@ -70,6 +73,26 @@ class TicketFile:
     path: str = ""
     cut: list[tuple[int, str, int]] = field(default_factory=list)
 
+    @property
+    def count(self) -> int:
+        """The number of usable tickets."""
+        return len(self.tickets)
+
+    def __iter__(self) -> Iterator[Ticket]:
+        """The usable tickets, in file order."""
+        return iter(self.tickets)
+
+    def chunks(self, size: int) -> Iterator[list[Ticket]]:
+        """The tickets in file order, ``size`` at a time (the last chunk may be shorter)."""
+        return (self.tickets[i:i + size] for i in range(0, len(self.tickets), size))
+
+    def has_id(self, ticket_id: str) -> bool:
+        """Whether a ticket of this file has ``ticket_id``."""
+        ids = self.__dict__.get("_ids")
+        if ids is None or len(ids) != len(self.tickets):
+            ids = self.__dict__["_ids"] = {t.id for t in self.tickets}
+        return ticket_id in ids
+
 
 def _format_of(path: Path) -> str:
     if str(path) == "-":
@@ -86,19 +109,35 @@ def _format_of(path: Path) -> str:
                      path=str(path))
 
 
-def _read_text(path: Path) -> str:
+def _text_lines(path: Path) -> Iterator[str]:
+    """The lines of ``path`` as text, each with its line ending, read as they are needed
+    (a line at a time, never the whole file); a UTF-8 byte-order mark is dropped.
+
+    Raises:
+        InputError: missing or unreadable file, or a line that is not UTF-8 (its line
+            and the byte's offset in the file named).
+    """
     try:
-        raw = path.read_bytes()
+        handle = path.open("rb")
     except FileNotFoundError:
         raise InputError("no such file", path=str(path)) from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        raise InputError(f"not UTF-8 text (byte {exc.start}); re-save the file as UTF-8",
-                         path=str(path), line=line) from None
+    with handle:
+        offset = 0
+        try:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise InputError(f"not UTF-8 text (byte {offset + exc.start}); re-save "
+                                     "the file as UTF-8", path=str(path), line=number) from None
+                if number == 1 and text.startswith("\ufeff"):
+                    text = text[1:]
+                offset += len(raw)
+                yield text
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from None
 
 
 def _delimiter(path: Path, header: str) -> str:
@@ -109,9 +148,18 @@ def _delimiter(path: Path, header: str) -> str:
     return ","
 
 
-def _csv_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    delimiter = _delimiter(path, text.split("\n", 1)[0])
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+def _csv_records(path: Path, lines: Iterator[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The rows of a CSV file (its lines, read as needed) as ``(line, mapping)``.
+
+    Raises:
+        InputError: an empty file, a bad header, malformed CSV or a row of another
+            width (file and line named).
+    """
+    first = next(lines, None)
+    if first is None:
+        raise InputError("the file is empty: expected a header row", path=str(path), line=1)
+    delimiter = _delimiter(path, first.split("\n", 1)[0])
+    reader = csv.reader(itertools.chain([first], lines), delimiter=delimiter, strict=True)
     start = 1
     old_limit = csv.field_size_limit(1 << 30)      # a long ticket body is still a ticket
     try:
@@ -119,17 +167,7 @@ def _csv_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
         if header is None:
             raise InputError("the file is empty: expected a header row", path=str(path), line=1)
         names = [h.strip() for h in header]
-        _check_separator(names, delimiter, path)
-        for position, name in enumerate(names, start=1):
-            if not name:
-                raise InputError(f"column {position} of the header has no name",
-                                 path=str(path), line=1)
-        seen: dict[str, int] = {}
-        for position, name in enumerate(names, start=1):
-            if name.lower() in seen:
-                raise InputError(f"columns {seen[name.lower()]} and {position} are both named "
-                                 f"{name!r}", path=str(path), line=1)
-            seen[name.lower()] = position
+        _check_header(names, delimiter, path)
         start = reader.line_num + 1
         for row in reader:
             if not any(cell.strip() for cell in row):
@@ -149,6 +187,25 @@ def _csv_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
         csv.field_size_limit(old_limit)
 
 
+def _check_header(names: list[str], delimiter: str, path: Path) -> None:
+    """A CSV header names every column once.
+
+    Raises:
+        InputError: a column without a name, two with one name, or another separator.
+    """
+    _check_separator(names, delimiter, path)
+    for position, name in enumerate(names, start=1):
+        if not name:
+            raise InputError(f"column {position} of the header has no name",
+                             path=str(path), line=1)
+    seen: dict[str, int] = {}
+    for position, name in enumerate(names, start=1):
+        if name.lower() in seen:
+            raise InputError(f"columns {seen[name.lower()]} and {position} are both named "
+                             f"{name!r}", path=str(path), line=1)
+        seen[name.lower()] = position
+
+
 def _check_separator(names: list[str], delimiter: str, path: Path) -> None:
     """A header that did not split but holds another separator: say which.
 
@@ -166,14 +223,26 @@ def _check_separator(names: list[str], delimiter: str, path: Path) -> None:
                 path=str(path), line=1)
 
 
-def _json_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+_TOO_DEEP = ("JSON nested too deeply (lists or objects inside each other thousands of "
+             "levels down): a ticket is an object of text fields; fix or remove this line")
+
+
+def _json_records(path: Path, lines: Iterator[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The items of a JSON list (or of the one list an object holds) as ``(line,
+    mapping)``. A JSON list is read whole: for a very large input use JSON Lines or CSV,
+    which are read a line at a time.
+
+    Raises:
+        InputError: invalid JSON, nested too deeply, or not a list of objects.
+    """
+    text = "".join(lines)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})",
                          path=str(path), line=exc.lineno) from None
     except RecursionError:
-        raise InputError("JSON nested too deeply", path=str(path), line=1) from None
+        raise InputError(_TOO_DEEP, path=str(path), line=1) from None
     starts: list[int] | None = None
     if isinstance(data, dict):
         lists = [v for v in data.values() if isinstance(v, list)]
@@ -198,16 +267,25 @@ def _item_lines(text: str, count: int) -> list[int]:
     """1-based line of each top-level list item (best effort: a decoder walk)."""
     decoder = json.JSONDecoder()
     lines, pos = [], text.index("[") + 1
+    line, counted = 1, 0            # lines counted up to ``counted``: linear, not quadratic
     for _ in range(count):
         while text[pos] in " \t\r\n,":
             pos += 1
-        lines.append(text.count("\n", 0, pos) + 1)
+        line += text.count("\n", counted, pos)
+        counted = pos
+        lines.append(line)
         _, pos = decoder.raw_decode(text, pos)
     return lines
 
 
-def _jsonl_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, line in enumerate(text.splitlines(), start=1):
+def _jsonl_records(path: Path, lines: Iterator[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The objects of a JSON Lines file (its lines, read as needed) as ``(line, mapping)``.
+
+    Raises:
+        InputError: a line that is not JSON, is nested too deeply, or is not an object
+            (file and line named).
+    """
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
@@ -215,23 +293,37 @@ def _jsonl_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]
         except json.JSONDecodeError as exc:
             raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})",
                              path=str(path), line=number) from None
+        except RecursionError:
+            raise InputError(_TOO_DEEP, path=str(path), line=number) from None
         if not isinstance(item, dict):
             raise InputError(f"expected a JSON object, got {type(item).__name__}",
                              path=str(path), line=number)
         yield number, item
 
 
+def iter_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Every record of a CSV / JSON / JSONL file as ``(line, mapping)``, read as they are
+    needed: CSV and JSON Lines a line at a time (memory does not grow with the file), a
+    JSON list whole.
+
+    Raises:
+        InputError: an unknown file type (at once); missing file, not UTF-8, malformed
+            CSV or JSON, nested too deeply, wrong shape (as the records are read).
+    """
+    path = Path(path)
+    reader = {"csv": _csv_records, "json": _json_records,
+              "jsonl": _jsonl_records}[_format_of(path)]
+    return reader(path, _text_lines(path))
+
+
 def read_records(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
-    """Every record of a CSV / JSON / JSONL file as ``(line, mapping)``.
+    """Every record of a CSV / JSON / JSONL file as ``(line, mapping)``, in a list (see
+    :func:`iter_records` to read a large file without holding it).
 
     Raises:
         InputError: missing file, not UTF-8, malformed CSV or JSON, wrong shape.
     """
-    path = Path(path)
-    fmt = _format_of(path)
-    text = _read_text(path)
-    reader = {"csv": _csv_records, "json": _json_records, "jsonl": _jsonl_records}[fmt]
-    return list(reader(path, text))
+    return list(iter_records(path))
 
 
 def find_column(columns: Sequence[str], wanted: Sequence[str], override: str | None,
@@ -273,18 +365,38 @@ def _as_id(value: Any, *, path: str, line: int) -> str:
     return _as_text(value)
 
 
-def _ticket_columns(records: list[tuple[int, dict[str, Any]]], where: str,
+def _columns_of(path: Path) -> tuple[list[str], bool]:
+    """The column names of ``path`` (every key of every record, in order of first use;
+    a CSV's header) and whether it has any record.
+
+    Raises:
+        InputError: the file cannot be read.
+    """
+    columns: list[str] = []
+    seen: set[str] = set()
+    records = False
+    csv_file = _format_of(path) == "csv"
+    for _, record in iter_records(path):
+        records = True
+        for key in record:
+            if key not in seen:
+                seen.add(key)
+                columns.append(key)
+        if csv_file:
+            break                          # every row has the header's names
+    return columns, records
+
+
+def _ticket_columns(columns: list[str], records: bool, where: str,
                     id_column: str | None, subject_column: str | None,
                     body_column: str | None) -> tuple[str | None, str | None, str | None]:
-    """The id, subject and body columns of ``records`` (detected, or as overridden).
+    """The id, subject and body columns among ``columns`` (detected, or as overridden);
+    ``records``: whether the file has any record (an empty one needs no text column).
 
     Raises:
         InputError: no subject/body column, a body under a name we do not know, or an
             override that names a missing column.
     """
-    columns: list[str] = []
-    for _, record in records:
-        columns.extend(k for k in record if k not in columns)
     id_col = find_column(columns, ID_NAMES, id_column, role="ticket id", path=where)
     subject_col = find_column(columns, SUBJECT_NAMES, subject_column, role="subject", path=where)
     body_col = find_column(columns, BODY_NAMES, body_column, role="body", path=where)
@@ -310,11 +422,254 @@ a longer one is cut to them and noted, so one huge ticket cannot take minutes an
 gigabytes, or hold up the batch it is in."""
 
 
+def _fields(record: dict[str, Any], row_number: int, columns: tuple[str | None, ...], *,
+            where: str, line: int) -> tuple[str, str, str]:
+    """``(id, subject, body)`` of one record ("" for what it lacks).
+
+    Raises:
+        InputError: an id that is not text or a number.
+    """
+    id_col, subject_col, body_col = columns
+    try:
+        ticket_id = (_as_id(record.get(id_col), path=where, line=line) if id_col
+                     else str(row_number))
+        subject = _as_text(record.get(subject_col)) if subject_col else ""
+        body = _as_text(record.get(body_col)) if body_col else ""
+    except RecursionError:        # a field nested almost as deep as JSON allows
+        raise InputError(_TOO_DEEP, path=where, line=line) from None
+    return ticket_id, subject, body
+
+
+def _cut(subject: str, body: str, max_chars: int) -> tuple[str, str]:
+    """Subject and body cut to ``max_chars`` characters together (the subject first)."""
+    subject = subject[:max_chars]
+    return subject, body[:max(0, max_chars - len(subject))]
+
+
+def _sorted_hashes(values: array[int]) -> Any:
+    """``values`` sorted (a NumPy array when NumPy is there, else a list)."""
+    try:
+        import numpy as np
+    except ImportError:            # pragma: no cover - NumPy comes with the tickets extra
+        return sorted(values)
+    return np.sort(np.frombuffer(values, dtype=np.int64)) if len(values) else np.zeros(0)
+
+
+def _repeated(hashes: array[int]) -> set[int]:
+    """Positions in ``hashes`` of every value that occurs more than once."""
+    try:
+        import numpy as np
+    except ImportError:            # pragma: no cover - NumPy comes with the tickets extra
+        first: dict[int, int] = {}
+        out: set[int] = set()
+        for i, value in enumerate(hashes):
+            if value in first:
+                out.update((first[value], i))
+            else:
+                first[value] = i
+        return out
+    if len(hashes) < 2:
+        return set()
+    values = np.frombuffer(hashes, dtype=np.int64)
+    order = np.argsort(values, kind="stable")
+    same = np.flatnonzero(values[order][1:] == values[order][:-1])
+    return {int(i) for i in order[same]} | {int(i) for i in order[same + 1]}
+
+
+class TicketStream:
+    """The tickets of one file, checked whole but never held: iterating reads the file
+    again, a record at a time (CSV and JSON Lines a line at a time; a JSON list whole).
+
+    Built by :func:`scan_tickets`, which reads the file once to the end before any work
+    starts: every malformed record, every unusable row and every id shared by rows with
+    different text is found then. What it keeps is small: the skipped and cut rows, and
+    a 64-bit hash of each ticket's id (8 bytes a ticket) to answer :meth:`has_id`.
+
+    Attributes:
+        path: the file.
+        columns: the column name used for each role (``id``, ``subject``, ``body``).
+        skipped: ``(line, id, reason)`` for every record that is not used.
+        cut: ``(line, id, characters)`` for every ticket cut to ``max_chars``.
+        count: the number of usable tickets.
+    """
+
+    def __init__(self, path: Path, columns: tuple[str | None, str | None, str | None], *,
+                 max_chars: int, skipped: list[tuple[int, str, str]],
+                 cut: list[tuple[int, str, int]], count: int, drop: set[int],
+                 ids: Any, stamp: tuple[int, int]) -> None:
+        self.path = str(path)
+        self.columns: dict[str, str | None] = dict(zip(("id", "subject", "body"), columns,
+                                                       strict=True))
+        self.skipped = skipped
+        self.cut = cut
+        self.count = count
+        self._file = path
+        self._roles = columns
+        self._max_chars = max_chars
+        self._drop = drop                # rows (1-based numbers) repeating an earlier row
+        self._ids = ids                  # sorted hashes of the tickets' ids
+        self._stamp = stamp
+
+    def __iter__(self) -> Iterator[Ticket]:
+        """The usable tickets in file order, read from the file now.
+
+        Raises:
+            InputError: the file changed since it was checked (size or modification
+                time), or cannot be read any more.
+        """
+        if _stamp(self._file) != self._stamp:
+            raise InputError("the file changed while the job was reading it: leave the "
+                             "input as it is until the job ends, then run the same command "
+                             "again", path=self.path)
+        for row_number, (line, record) in enumerate(iter_records(self._file), start=1):
+            if row_number in self._drop:
+                continue
+            ticket_id, subject, body = _fields(record, row_number, self._roles,
+                                               where=self.path, line=line)
+            if not ticket_id or not (subject or body):
+                continue
+            if len(subject) + len(body) > self._max_chars:
+                subject, body = _cut(subject, body, self._max_chars)
+            yield Ticket(ticket_id, subject, body, line)
+
+    def chunks(self, size: int) -> Iterator[list[Ticket]]:
+        """The tickets in file order, ``size`` at a time (the last chunk may be shorter).
+
+        Raises:
+            InputError: as :meth:`__iter__`.
+        """
+        return _chunks(iter(self), size)
+
+    def has_id(self, ticket_id: str) -> bool:
+        """Whether a ticket of this file has ``ticket_id`` (by a 64-bit hash of it: a
+        chance of about one in 10^13 of a wrong yes for a million tickets)."""
+        key = hash(ticket_id)
+        if isinstance(self._ids, list):    # pragma: no cover - without NumPy
+            i = bisect.bisect_left(self._ids, key)
+        else:
+            i = int(self._ids.searchsorted(key))
+        return i < len(self._ids) and int(self._ids[i]) == key
+
+
+Tickets = TicketFile | TicketStream
+"""The input of a run: read whole (:class:`TicketFile`) or streamed
+(:class:`TicketStream`); both give ``count``, ``path``, ``skipped``, iteration in file
+order, ``chunks(size)`` and ``has_id``."""
+
+
+def _chunks(tickets: Iterator[Ticket], size: int) -> Iterator[list[Ticket]]:
+    while chunk := list(itertools.islice(tickets, size)):
+        yield chunk
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    """Size and modification time of ``path`` (nanoseconds); ``(-1, -1)`` when gone."""
+    try:
+        info = path.stat()
+    except OSError:
+        return (-1, -1)
+    return (info.st_size, info.st_mtime_ns)
+
+
+def scan_tickets(path: str | Path, *, id_column: str | None = None,
+                 subject_column: str | None = None, body_column: str | None = None,
+                 max_chars: int = MAX_TICKET_CHARS) -> TicketStream:
+    """Check every record of ``path`` without holding them, and return a
+    :class:`TicketStream` that reads the tickets again as they are needed.
+
+    The file is read two or three times: its columns (a CSV's header; every key of a
+    JSON file), then every record to the end, and only when two rows share an id, once
+    more for those rows. Memory is about 32 bytes a row while scanning and 8 bytes a
+    ticket afterwards, whatever the size of the tickets.
+
+    Args / Raises / rules: as :func:`read_tickets`.
+
+    Returns:
+        the :class:`TicketStream`.
+    """
+    path = Path(path)
+    where = str(path)
+    stamp = _stamp(path)
+    columns, records = _columns_of(path)
+    roles = _ticket_columns(columns, records, where, id_column, subject_column, body_column)
+    skipped: list[tuple[int, str, str]] = []
+    empty: list[tuple[int, int, str]] = []      # (row, line, id) of rows without text
+    cut: list[tuple[int, int, str, int]] = []   # (row, line, id, characters)
+    rows, id_hashes, text_hashes, kept = array("q"), array("q"), array("q"), array("q")
+    with_text = 0
+    for row_number, (line, record) in enumerate(iter_records(path), start=1):
+        ticket_id, subject, body = _fields(record, row_number, roles, where=where, line=line)
+        if not ticket_id:
+            skipped.append((line, "", "no ticket id"))
+            continue
+        rows.append(row_number)
+        id_hashes.append(hash(ticket_id))
+        text_hashes.append(hash((subject, body)))
+        if not subject and not body:
+            empty.append((row_number, line, ticket_id))
+            continue
+        with_text += 1
+        kept.append(hash(ticket_id))
+        size = len(subject) + len(body)
+        if size > max_chars:
+            cut.append((row_number, line, ticket_id, size))
+    shared = {rows[i] for i in _repeated(id_hashes)}
+    del id_hashes, text_hashes
+    drop: set[int] = set()
+    if shared:
+        repeats, dropped_with_text = _resolve_shared(path, roles, shared, where)
+        skipped += [(line, ticket_id, reason) for line, ticket_id, reason, _ in repeats]
+        drop = {row for *_, row in repeats}
+        with_text -= dropped_with_text
+    skipped += [(line, ticket_id, "no subject or body text")
+                for row, line, ticket_id in empty if row not in drop]
+    skipped.sort(key=lambda s: s[0])
+    return TicketStream(path, roles, max_chars=max_chars, skipped=skipped,
+                        cut=[(line, i, n) for row, line, i, n in cut if row not in drop],
+                        count=with_text, drop=drop, ids=_sorted_hashes(kept), stamp=stamp)
+
+
+def _resolve_shared(path: Path, roles: tuple[str | None, str | None, str | None],
+                    shared: set[int], where: str
+                    ) -> tuple[list[tuple[int, str, str, int]], int]:
+    """Read the rows ``shared`` (numbers of rows whose id hash another row has) again
+    and sort them out: a row repeating an earlier one (same id, same text) is processed
+    once; rows with one id and different text are an error.
+
+    Returns:
+        ``(line, id, reason, row)`` of each repeat, and how many of them have text.
+
+    Raises:
+        InputError: ids shared by rows with different text (every such id and its lines).
+    """
+    first_seen: dict[str, tuple[int, str, str]] = {}
+    conflicts: dict[str, list[int]] = {}
+    repeats: list[tuple[int, str, str, int]] = []
+    with_text = 0
+    for row_number, (line, record) in enumerate(iter_records(path), start=1):
+        if row_number not in shared:
+            continue
+        ticket_id, subject, body = _fields(record, row_number, roles, where=where, line=line)
+        earlier = first_seen.get(ticket_id)
+        if earlier is None:
+            first_seen[ticket_id] = (line, subject, body)
+        elif earlier[1:] == (subject, body):
+            repeats.append((line, ticket_id, f"repeats line {earlier[0]} (same id and "
+                            "text): processed once", row_number))
+            with_text += bool(subject or body)
+        else:
+            conflicts.setdefault(ticket_id, [earlier[0]]).append(line)
+    if conflicts:
+        raise _conflicting_ids(conflicts, where)
+    return repeats, with_text
+
+
 def read_tickets(path: str | Path, *, id_column: str | None = None,
                  subject_column: str | None = None,
                  body_column: str | None = None,
                  max_chars: int = MAX_TICKET_CHARS) -> TicketFile:
-    """Read tickets from ``path``.
+    """Read tickets from ``path``, every one held in memory (see :func:`scan_tickets`
+    for a file too large for that).
 
     Args:
         path: a .csv, .json (a list of objects) or .jsonl file.
@@ -329,48 +684,14 @@ def read_tickets(path: str | Path, *, id_column: str | None = None,
     once and reported in :attr:`TicketFile.skipped`.
 
     Raises:
-        InputError: malformed file, no subject/body column, an override that names a
-            missing column, or ids shared by rows with different text (every such id
-            and its lines in one message).
+        InputError: malformed file (nested too deeply included), no subject/body column,
+            an override that names a missing column, or ids shared by rows with
+            different text (every such id and its lines in one message).
     """
-    path = Path(path)
-    records = read_records(path)
-    where = str(path)
-    id_col, subject_col, body_col = _ticket_columns(records, where, id_column,
-                                                    subject_column, body_column)
-    out = TicketFile([], columns={"id": id_col, "subject": subject_col, "body": body_col},
-                     path=where)
-    first_seen: dict[str, tuple[int, str, str]] = {}
-    conflicts: dict[str, list[int]] = {}
-    for row_number, (line, record) in enumerate(records, start=1):
-        ticket_id = (_as_id(record.get(id_col), path=where, line=line) if id_col
-                     else str(row_number))
-        if not ticket_id:
-            out.skipped.append((line, "", "no ticket id"))
-            continue
-        subject = _as_text(record.get(subject_col)) if subject_col else ""
-        body = _as_text(record.get(body_col)) if body_col else ""
-        earlier = first_seen.get(ticket_id)
-        if earlier is not None:
-            if earlier[1:] == (subject, body):
-                out.skipped.append((line, ticket_id, f"repeats line {earlier[0]} (same id "
-                                    "and text): processed once"))
-            else:
-                conflicts.setdefault(ticket_id, [earlier[0]]).append(line)
-            continue
-        first_seen[ticket_id] = (line, subject, body)
-        if not subject and not body:
-            out.skipped.append((line, ticket_id, "no subject or body text"))
-            continue
-        size = len(subject) + len(body)
-        if size > max_chars:
-            out.cut.append((line, ticket_id, size))
-            subject = subject[:max_chars]
-            body = body[:max(0, max_chars - len(subject))]
-        out.tickets.append(Ticket(ticket_id, subject, body, line))
-    if conflicts:
-        raise _conflicting_ids(conflicts, where)
-    return out
+    stream = scan_tickets(path, id_column=id_column, subject_column=subject_column,
+                          body_column=body_column, max_chars=max_chars)
+    return TicketFile(list(stream), skipped=stream.skipped, columns=stream.columns,
+                      path=stream.path, cut=stream.cut)
 
 
 def _conflicting_ids(conflicts: dict[str, list[int]], where: str) -> InputError:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError, InputError
-from ..work.store import TaskStore
-from .reader import TicketFile
+from ..work.store import ReportsWork, TaskStore
+from .reader import Ticket, Tickets
 from .results import Outbox
 from .tasks import CLASSIFY
 
@@ -27,7 +27,7 @@ SETTING_OPTIONS = {"target_precision": "--target-precision",
 """The settings a ticket's tasks carry, and the option that sets each."""
 
 
-def check_earlier_run(tickets: TicketFile, store: TaskStore, out: str | Path, *,
+def check_earlier_run(tickets: Tickets, store: TaskStore, out: str | Path, *,
                       fingerprint: str, settings: dict[str, Any]) -> set[str]:
     """What :func:`~foreperson.tickets.runner.run_job` checks first, done before the model
     is trained (a re-run with other examples or one setting changed is refused in well
@@ -36,7 +36,8 @@ def check_earlier_run(tickets: TicketFile, store: TaskStore, out: str | Path, *,
     :func:`~foreperson.tickets.tasks.job_settings`.
 
     Args:
-        tickets: the input (:func:`~foreperson.tickets.reader.read_tickets`).
+        tickets: the input (:func:`~foreperson.tickets.reader.read_tickets` or
+            :func:`~foreperson.tickets.reader.scan_tickets`).
         store: the task store of the run.
         out: the results file (not created when missing).
         fingerprint: the model's fingerprint (16 hexadecimal characters).
@@ -55,18 +56,27 @@ def check_earlier_run(tickets: TicketFile, store: TaskStore, out: str | Path, *,
     outbox = Outbox(out)
     try:
         check_rerun(tickets, store, outbox.sent, str(outbox.path), fingerprint, settings)
-        return outbox.sent & {t.id for t in tickets.tickets}
+        return {i for i in outbox.sent if tickets.has_id(i)}
     finally:
         outbox.close()
 
 
-def check_rerun(tickets: TicketFile, store: TaskStore, sent: set[str], out: str,
+_CHUNK = 500
+"""Tickets whose stored tasks are read per query by the checks."""
+
+
+def check_rerun(tickets: Tickets, store: TaskStore, sent: set[str], out: str,
                 fingerprint: str, settings: dict[str, Any]) -> None:
     """Refuse to mix this input with an earlier run's different tickets, model or
     settings.
 
+    The input is read through once, :data:`_CHUNK` tickets at a time, each chunk's
+    stored classify tasks fetched in one query: memory stays the same whatever the
+    number of tickets, and with an empty task database nothing is read at all.
+
     Args:
-        tickets: the input (:func:`~foreperson.tickets.reader.read_tickets`).
+        tickets: the input (:func:`~foreperson.tickets.reader.read_tickets` or
+            :func:`~foreperson.tickets.reader.scan_tickets`).
         store: the task store of the run.
         sent: the ticket ids the results file already holds.
         out: the results file, for the messages.
@@ -79,43 +89,100 @@ def check_rerun(tickets: TicketFile, store: TaskStore, sent: set[str], out: str,
             or ones processed with another model, examples or setting (named), or --out
             holds results of other tickets.
     """
-    stored = {str(t.payload.get("ticket_id")): t.payload for t in store.list_tasks()
-              if t.kind.startswith(CLASSIFY)}
     where = tickets.path or "<input>"
-    ours = {t.id for t in tickets.tickets}
-    for ticket in tickets.tickets:
-        earlier = stored.get(ticket.id)
-        if earlier is None:
-            continue
-        if earlier.get("model", fingerprint) != fingerprint:
-            raise ConfigurationError(
-                "the tickets in this task database were processed with other --examples "
-                "(another file, or other --examples-label-column / --examples-text-column) "
-                "or another --model: use the same as that run, or another --db and --out "
-                f"(or delete the task database and {out} to start again)")
-        if (earlier.get("subject"), earlier.get("body")) != (ticket.subject, ticket.body):
-            raise InputError(
-                f"ticket {ticket.id} is not the ticket with that id already processed in "
-                "this task database (an earlier run on other input): use another --db (or "
-                "--schema with --dsn) and --out for this input", path=where, line=ticket.line)
-        _check_settings(earlier.get("settings"), settings)
-    strangers = sorted(set(stored) - ours)
-    if strangers:
+    stored_total = sum(_classify_counts(store).values())
+    matched, unknown, first_unknown = 0, 0, None
+    for chunk in tickets.chunks(_CHUNK):
+        stored = _stored_payloads(store, chunk) if stored_total else {}
+        for ticket in chunk:
+            earlier = stored.get(ticket.id)
+            if earlier is None:
+                if ticket.id in sent:
+                    unknown += 1
+                    first_unknown = min(first_unknown or ticket.id, ticket.id)
+                continue
+            matched += 1
+            _check_ticket(earlier, ticket, fingerprint, settings, where, out)
+    if stored_total > matched:
+        stranger = _a_stranger(store, tickets)
         raise ConfigurationError(
-            f"the task database already holds {len(strangers)} ticket(s) that are not in "
-            f"{where} (e.g. {strangers[0]}): it belongs to another input; give this input "
-            "its own --db and --out (or --schema with --dsn)")
-    others = sorted(sent - ours)
+            f"the task database already holds {stored_total - matched} ticket(s) that are "
+            f"not in {where}" + (f" (e.g. {stranger})" if stranger else "") + ": it belongs "
+            "to another input; give this input its own --db and --out (or --schema with "
+            "--dsn)")
+    others = sorted(i for i in sent if not tickets.has_id(i))
     if others:
         raise ConfigurationError(
             f"{out} already holds results of {len(others)} ticket(s) that are not "
             f"in {where} (e.g. {others[0]}): choose another --out for this input")
-    unknown = [i for i in sent & ours if i not in stored]
     if unknown:
         raise ConfigurationError(
-            f"{out} already holds results for {len(unknown)} of these tickets "
-            f"(e.g. {sorted(unknown)[0]}) that the task database does not know: use another "
+            f"{out} already holds results for {unknown} of these tickets "
+            f"(e.g. {first_unknown}) that the task database does not know: use another "
             "--out, or the --db of the run that wrote it")
+
+
+def _stored_payloads(store: TaskStore, chunk: list[Ticket]) -> dict[str, dict[str, Any]]:
+    """Ticket id -> payload of the stored classify task of each ticket of ``chunk``
+    (finished ones in one query, the few unfinished one by one)."""
+    ids = [f"{t.id}/classify" for t in chunk]
+    found = store.finished_among(ids)
+    for task_id in ids:
+        if task_id not in found:
+            task = store.get(task_id)
+            if task is not None:
+                found[task_id] = task
+    return {str(t.payload.get("ticket_id")): t.payload for t in found.values()
+            if t.kind.startswith(CLASSIFY)}
+
+
+def _check_ticket(earlier: dict[str, Any], ticket: Ticket, fingerprint: str,
+                  settings: dict[str, Any], where: str, out: str) -> None:
+    """One input ticket against the payload stored for its id by an earlier run.
+
+    Raises:
+        ConfigurationError: another model or examples, or another setting (named).
+        InputError: another text under that id (file and line named).
+    """
+    if earlier.get("model", fingerprint) != fingerprint:
+        raise ConfigurationError(
+            "the tickets in this task database were processed with other --examples "
+            "(another file, or other --examples-label-column / --examples-text-column) "
+            "or another --model: use the same as that run, or another --db and --out "
+            f"(or delete the task database and {out} to start again)")
+    if (earlier.get("subject"), earlier.get("body")) != (ticket.subject, ticket.body):
+        raise InputError(
+            f"ticket {ticket.id} is not the ticket with that id already processed in "
+            "this task database (an earlier run on other input): use another --db (or "
+            "--schema with --dsn) and --out for this input", path=where, line=ticket.line)
+    _check_settings(earlier.get("settings"), settings)
+
+
+def _classify_counts(store: TaskStore) -> dict[str, int]:
+    """Classify tasks in the store per kind (from its aggregates: no table scan)."""
+    if isinstance(store, ReportsWork):
+        counts = store.counts_by_kind()
+        return {kind: sum(by_status.values()) for kind, by_status in counts.items()
+                if kind.startswith(CLASSIFY)}
+    out: dict[str, int] = {}          # a store without aggregates: counted by listing
+    for task in store.list_tasks():
+        if task.kind.startswith(CLASSIFY):
+            out[task.kind] = out.get(task.kind, 0) + 1
+    return out
+
+
+def _a_stranger(store: TaskStore, tickets: Tickets) -> str | None:
+    """A ticket id the task database holds that is not in ``tickets`` (for the message;
+    read a page at a time), or None when none is found."""
+    for kind in _classify_counts(store):
+        offset = 0
+        while page := store.list_tasks(kind=kind, limit=1000, offset=offset):
+            for task in page:
+                ticket_id = str(task.payload.get("ticket_id"))
+                if not tickets.has_id(ticket_id):
+                    return ticket_id
+            offset += len(page)
+    return None
 
 
 def _check_settings(earlier: dict[str, Any] | None, now: dict[str, Any]) -> None:

@@ -151,18 +151,23 @@ class Outbox:
             raise
 
     def _recover(self) -> None:
-        """Read back the ids already sent. The file is checked whole before anything is
+        """Read back the ids already sent, a line at a time (memory grows with the
+        number of ids, not with the file). The file is checked whole before anything is
         changed: only a torn last line that starts like a results line (a crash in the
         middle of a write) is cut off; any other content means this is not our file."""
         self._file.seek(0)
-        data = self._file.read()
-        *lines, tail = data.split(b"\n")
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
+        complete, number, tail = 0, 0, b""
+        for raw in self._file:
+            number += 1
+            if not raw.endswith(b"\n"):
+                tail = raw                    # the last line, without its end
+                break
+            complete += len(raw)
+            if not raw.strip():
                 continue
             try:
-                self.sent.add(str(json.loads(line)["id"]))
-            except (ValueError, KeyError, TypeError):
+                self.sent.add(str(json.loads(raw)["id"]))
+            except (ValueError, KeyError, TypeError, RecursionError):
                 raise InputError("not a foreperson results file (this line is not a results "
                                  "line); choose another --out", path=str(self.path),
                                  line=number) from None
@@ -170,8 +175,8 @@ class Outbox:
             if not tail.lstrip().startswith(b'{"id": '):
                 raise InputError("not a foreperson results file (it does not end with a "
                                  "complete line); choose another --out",
-                                 path=str(self.path), line=len(lines) + 1)
-            self._file.truncate(len(data) - len(tail))
+                                 path=str(self.path), line=number)
+            self._file.truncate(complete)
         self._file.seek(0, os.SEEK_END)
 
     def send(self, records: list[dict[str, Any]]) -> int:

@@ -30,7 +30,7 @@ from ..work.app import App
 from ..work.task import Task
 from ..work.worker import current_batch, current_task
 from .model import Classification, TicketModel, bundled_examples, load_examples, raised_priority
-from .reader import Ticket, TicketFile
+from .reader import Ticket, Tickets
 from .triage import SIGNALS
 
 __all__ = ["CLASSIFY", "DRAFT", "RAISE_PRIORITY", "TRIAGE", "TicketJob", "fingerprint_of",
@@ -199,11 +199,11 @@ class TicketJob:
                                       base_url=os.environ.get("FOREPERSON_TICKETS_BASE_URL")))
         return cls(TicketModel(examples))
 
-    def run_id(self, tickets: TicketFile) -> str:
+    def run_id(self, tickets: Tickets) -> str:
         """The job's run: the same input and model give the same run, so a re-run
-        continues it."""
+        continues it. Reads the input through once (a stream is not held)."""
         digest = hashlib.sha256(self.fingerprint.encode())
-        for ticket in tickets.tickets:
+        for ticket in tickets:
             digest.update(b"\0" + ticket.id.encode())
         return f"tickets-{digest.hexdigest()[:16]}"
 
