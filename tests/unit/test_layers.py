@@ -19,8 +19,8 @@ LAYERS = [
     {"models"},
     {"agents"},
     {"teams", "fsm", "runtime", "tickets"},
-    {"protocols"},                                      # MCP and A2A servers
     {"observe"},
+    {"protocols"},                         # MCP and A2A servers (on observe's HTTP edge)
     {"cli"},
     {"testing", "__main__"},
 ]

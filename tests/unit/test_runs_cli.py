@@ -114,4 +114,4 @@ def test_runs_approve_deny_and_resume(parked, capsys):
     assert "agents.py has no attribute 'nothing'" in capsys.readouterr().err
     assert main(["runs", "resume", "r-ada", "--agent", "agents.py:Guards", "--db",
                  parked]) == 2
-    assert "Guards is Guards, not an Agent" in capsys.readouterr().err
+    assert "Guards is a class, not an Agent" in capsys.readouterr().err

@@ -1,7 +1,11 @@
-"""Helpers shared by the commands: opening a store from ``--db`` / ``--dsn``."""
+"""Helpers shared by the commands: opening a store from ``--db`` / ``--dsn``, loading
+``module:attr``, logging and printing task data."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import inspect
 import logging
 import os
 import re
@@ -149,3 +153,54 @@ def printable(value: object) -> str:
     """
     text = "" if value is None else str(value)
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def load_object(spec: str, option: str, kinds: tuple[type, ...]) -> Any:
+    """The object named by ``spec`` on the command line: ``package.module:attr`` or
+    ``path/to/file.py:attr`` (imported from the current folder); ``attr`` is an instance
+    of one of ``kinds``, or a function of no arguments returning one.
+
+    Args:
+        spec: what the user wrote.
+        option: the option or argument it came from, for the errors (``--agent``).
+        kinds: the accepted classes.
+
+    Returns:
+        The object.
+
+    Raises:
+        ConfigurationError: ``spec`` is not ``module:attr``, cannot be imported, has no
+            such attribute, or is none of ``kinds``.
+    """
+    target, _, attr = spec.rpartition(":")
+    if not target or not attr:
+        raise ConfigurationError(f"{option} {spec!r}: name it as module:attr or file.py:attr")
+    try:
+        if target.endswith(".py"):
+            name = f"_foreperson_loaded_{abs(hash(os.path.abspath(target)))}"
+            loader = importlib.util.spec_from_file_location(name, target)
+            if loader is None or loader.loader is None:
+                raise ImportError(f"cannot load {target}")
+            module = importlib.util.module_from_spec(loader)
+            sys.modules[name] = module
+            loader.loader.exec_module(module)
+        else:
+            if os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(target)
+    except (ImportError, OSError) as exc:
+        raise ConfigurationError(f"{option} {spec!r}: cannot import {target}: {exc}") from exc
+    if not hasattr(module, attr):
+        raise ConfigurationError(f"{option} {spec!r}: {target} has no attribute {attr!r}")
+    value = getattr(module, attr)
+    if (inspect.isfunction(value) or inspect.ismethod(value)) and not any(
+            p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            for p in inspect.signature(value).parameters.values()):
+        value = value()                          # a factory of no arguments
+    if not isinstance(value, kinds):
+        wanted = " or ".join(("an " if k.__name__[0] in "AEIOU" else "a ") + k.__name__
+                             for k in kinds)
+        what = "a class" if inspect.isclass(value) else type(value).__name__
+        raise ConfigurationError(f"{option} {spec!r}: {attr} is {what}, not {wanted} (or a "
+                                 "function of no arguments returning one)")
+    return value

@@ -20,18 +20,14 @@ ids exist or whose they are.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
-import os
 import shlex
-import sys
 from typing import Annotated, Any, Optional
 
 import typer
 
 from ..errors import AccessDenied, ConfigurationError
-from ._common import DB_HELP, DSN_HELP, open_store
+from ._common import DB_HELP, DSN_HELP, load_object, open_store
 
 runs_app = typer.Typer(help="Durable agent runs: list, show as a tree, approve, resume.",
                        no_args_is_help=True)
@@ -219,33 +215,7 @@ def load_agent(spec: str) -> Any:
     """
     from ..agents import Agent
 
-    target, _, attr = spec.rpartition(":")
-    if not target or not attr:
-        raise ConfigurationError(f"--agent {spec!r}: name it as module:attr or file.py:attr")
-    try:
-        if target.endswith(".py"):
-            name = f"_foreperson_agent_{abs(hash(os.path.abspath(target)))}"
-            loader = importlib.util.spec_from_file_location(name, target)
-            if loader is None or loader.loader is None:
-                raise ImportError(f"cannot load {target}")
-            module = importlib.util.module_from_spec(loader)
-            sys.modules[name] = module
-            loader.loader.exec_module(module)
-        else:
-            if os.getcwd() not in sys.path:
-                sys.path.insert(0, os.getcwd())
-            module = importlib.import_module(target)
-    except (ImportError, OSError) as exc:
-        raise ConfigurationError(f"--agent {spec!r}: cannot import {target}: {exc}") from exc
-    if not hasattr(module, attr):
-        raise ConfigurationError(f"--agent {spec!r}: {target} has no attribute {attr!r}")
-    value = getattr(module, attr)
-    if value is not None and not isinstance(value, Agent) and callable(value):
-        value = value()
-    if not isinstance(value, Agent):
-        raise ConfigurationError(f"--agent {spec!r}: {attr} is {type(value).__name__}, not an "
-                                 "Agent (or a function returning one)")
-    return value
+    return load_object(spec, "--agent", (Agent,))
 
 
 @runs_app.command()

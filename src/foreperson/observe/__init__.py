@@ -10,14 +10,24 @@ OpenTelemetry API, a no-op until the application installs the SDK).
 * :func:`metrics_registry`, :class:`PrometheusSink`, :class:`StoreCollector`,
   :func:`serve_metrics`: ``/metrics`` (``pip install 'foreperson[observe]'``);
 * :func:`render_charts` (``foreperson status --watch``): the three numbers as terminal
-  charts.
+  charts;
+* :class:`AsgiServer`, :class:`Guard`, :class:`Access`: the bounded HTTP edge (Host,
+  origin and token checks) the page, ``/metrics`` and ``foreperson mcp serve`` share.
 """
 
-from ._http import raise_open_file_limit
+from ._http import (
+    Access,
+    AsgiServer,
+    Guard,
+    default_allowed_hosts,
+    is_loopback,
+    raise_open_file_limit,
+)
 from .metrics import PrometheusSink, StoreCollector, metrics_registry, serve_metrics
 from .server import StatusServer, snapshot, task_detail
 from .watch import render_charts, watch
 
-__all__ = ["PrometheusSink", "StatusServer", "StoreCollector", "metrics_registry",
+__all__ = ["Access", "AsgiServer", "Guard", "PrometheusSink", "StatusServer", "StoreCollector",
+           "default_allowed_hosts", "is_loopback", "metrics_registry",
            "raise_open_file_limit", "render_charts", "serve_metrics", "snapshot",
            "task_detail", "watch"]

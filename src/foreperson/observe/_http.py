@@ -478,6 +478,8 @@ class AsgiServer:
         max_connections: connections at once (uvicorn's ``limit_concurrency``; lowered
             to fit the open-file limit).
         head_timeout_s: seconds to send a request head.
+        lifespan: run the application's lifespan (startup and shutdown), as an
+            application that starts a task manager there needs (the MCP SDK's).
 
     Raises:
         OSError: the address cannot be bound.
@@ -486,7 +488,7 @@ class AsgiServer:
 
     def __init__(self, app: Any, *, host: str, port: int,
                  max_connections: int = MAX_CONNECTIONS,
-                 head_timeout_s: float = HEAD_TIMEOUT_S) -> None:
+                 head_timeout_s: float = HEAD_TIMEOUT_S, lifespan: bool = False) -> None:
         uvicorn = _uvicorn()
         self._sock = bind(host, port)
         address = self._sock.getsockname()
@@ -494,7 +496,8 @@ class AsgiServer:
         self.max_connections = connection_cap(max_connections)
         config = uvicorn.Config(
             app, http=_protocol_class(self.max_connections, head_timeout_s), ws="none",
-            lifespan="off", log_config=None, log_level="warning", access_log=False,
+            lifespan="on" if lifespan else "off", log_config=None, log_level="warning",
+            access_log=False,
             server_header=False, proxy_headers=False, backlog=BACKLOG,
             limit_concurrency=self.max_connections + 1, timeout_keep_alive=KEEP_ALIVE_S,
             timeout_graceful_shutdown=3, h11_max_incomplete_event_size=MAX_HEAD_BYTES)

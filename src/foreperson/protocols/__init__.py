@@ -2,9 +2,10 @@
 as a Model Context Protocol server (:mod:`foreperson.protocols.mcp`) or as an A2A agent
 (:mod:`foreperson.protocols.a2a`).
 
-This layer sits above teams and state machines (it serves them) and below the command
-line. The client side (MCP servers as an agent's toolsets, remote A2A agents as workers)
-lives in :mod:`foreperson.agents`.
+This layer sits above teams, state machines and the page's HTTP edge (it serves the
+first two on the third) and below the command line. The client side (MCP servers as an
+agent's toolsets, remote A2A agents as workers) lives in :mod:`foreperson.agents` and
+:mod:`foreperson.teams`.
 """
 
 __all__: list[str] = []    # import foreperson.protocols.mcp / .a2a (optional extras)
