@@ -19,7 +19,8 @@ from foreperson.agents import Agent  # noqa: E402
 from foreperson.errors import ConfigurationError  # noqa: E402
 from foreperson.fsm import UPDATE_CONTEXT, Machine  # noqa: E402
 from foreperson.models import ToolCall  # noqa: E402
-from foreperson.protocols.mcp import WorkTools, mcp_server, progress_message  # noqa: E402
+from foreperson.protocols import progress_message  # noqa: E402
+from foreperson.protocols.mcp import WorkTools, mcp_server  # noqa: E402
 from foreperson.testing import ScriptedModel  # noqa: E402
 from foreperson.work import MemoryStore  # noqa: E402
 

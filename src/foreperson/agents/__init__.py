@@ -1,7 +1,8 @@
 """Agents: ``Agent(instructions, model=, tools=, architecture=)`` (seed 001), tools from
 plain functions, the ReAct loop with parallel tool dispatch, run results with usage,
 the event stream, and guards (limits, permissions, hooks, approval, guardrails, rate
-limiter, audit log), and MCP servers as toolsets (:class:`MCPServer`).
+limiter, audit log), MCP servers as toolsets (:class:`MCPServer`), and remote A2A agents
+as agents (:func:`a2a_agent`).
 
 Each step of a run (model call, tool call, approval, spawn, delegation) goes through an
 injected step runner (:mod:`foreperson.agents.steps`: inline by default, journaled over a
@@ -27,6 +28,7 @@ Example::
 import importlib
 from typing import Any
 
+from ._a2a import A2A_SUMMONS_KEY, A2AReply, A2AUpdateEvent, RemoteA2A, a2a_agent
 from ._agent import Agent
 from ._events import (
     STOP_REASONS,
@@ -62,6 +64,9 @@ from ._thread import Thread
 from ._tools import Tool, tool
 
 __all__ = [
+    "A2A_SUMMONS_KEY",
+    "A2AReply",
+    "A2AUpdateEvent",
     "AUDIT_KINDS",
     "STOP_REASONS",
     "AfterToolHook",
@@ -83,6 +88,7 @@ __all__ = [
     "ModelCallEvent",
     "PendingApproval",
     "RateLimiter",
+    "RemoteA2A",
     "RunContext",
     "RunOptions",
     "RunResult",
@@ -92,6 +98,7 @@ __all__ = [
     "Tool",
     "ToolCallEvent",
     "ToolResultEvent",
+    "a2a_agent",
     "ask_later",
     "tool",
 ]

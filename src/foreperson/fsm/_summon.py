@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
-from ..agents import Agent, RunContext, Tool
-from ..errors import ConfigurationError
+from ..agents import A2A_SUMMONS_KEY, Agent, RemoteA2A, RunContext, Tool
+from ..errors import ConfigurationError, RunError
 from ..models import Usage
 from ._fields import FieldSpec, render_value
 
@@ -359,6 +359,8 @@ class AgentSummoner:
                                      f"agents= (given: {sorted(self._agents)})")
         if summons.max_model_calls is not None:
             agent = self._within(summons.agent, agent, summons.max_model_calls)
+        if isinstance(agent.architecture, RemoteA2A):
+            return await self._summon_remote(agent.architecture, summons)
         writer = ContextWriter(summons.writable)
         run_id = f"{summons.run_id}/{summons.key}"
         self._writers[run_id] = writer
@@ -367,6 +369,25 @@ class AgentSummoner:
         finally:
             del self._writers[run_id]
         return SummonResult(writer.writes, result.text, result.usage, result.stop_reason)
+
+    async def _summon_remote(self, remote: RemoteA2A, summons: Summons) -> SummonResult:
+        """A summons of a remote A2A agent (seed 003's A2A summon): one message whose text
+        is the prompt and whose data part is the summons; each write of the answer goes
+        through the same :class:`ContextWriter` checks as a local ``updateContext``. A
+        refused write is left out (the machine asks again for what is missing)."""
+        reply = await remote.send(summons.prompt(), data={A2A_SUMMONS_KEY: summons.to_json()})
+        if reply.state not in ("completed", "message"):
+            raise RunError(f"A2A agent {summons.agent!r} at {remote.url}: its task ended "
+                           f"{reply.state}" + (f": {reply.text}" if reply.text else ""))
+        writer = ContextWriter(summons.writable)
+        refused: list[str] = []
+        for name, value in reply.writes():
+            try:
+                writer.write(name, value)
+            except ValueError as exc:
+                refused.append(str(exc))
+        text = "\n".join([reply.text, *(f"refused: {r}" for r in refused)]).strip()
+        return SummonResult(writer.writes, text or None, Usage(model_calls=1), "completed")
 
     def _within(self, name: str, agent: Agent[Any], budget: int) -> Agent[Any]:
         """``agent``, or a clone of it whose ``Limits.max_turns`` is ``budget`` when that

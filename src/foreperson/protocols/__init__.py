@@ -8,4 +8,6 @@ agent's toolsets, remote A2A agents as workers) lives in :mod:`foreperson.agents
 :mod:`foreperson.teams`.
 """
 
-__all__: list[str] = []    # import foreperson.protocols.mcp / .a2a (optional extras)
+from ._progress import progress_message
+
+__all__ = ["progress_message"]    # and import foreperson.protocols.mcp / .a2a (extras)

@@ -45,13 +45,14 @@ from ..fsm import Machine, MachineResult
 from ..journal import Journal
 from ..runtime import Runtime
 from ..work import Task, TaskStore
+from ._progress import progress_message
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
     from mcp_types import CallToolResult
 
 __all__ = ["RUN_TIMEOUT_S", "PendingCall", "RunAnswer", "TaskAnswer", "WorkTools",
-           "mcp_server", "progress_message", "serve_http", "serve_stdio"]
+           "mcp_server", "serve_http", "serve_stdio"]
 
 log = logging.getLogger("foreperson.protocols")
 
@@ -143,39 +144,6 @@ class WorkTools:
 def _tool_name(name: str) -> str:
     """An MCP tool name from an agent's or machine's name (letters, digits, _ and -)."""
     return _NAME.sub("_", name).strip("_") or "run"
-
-
-def progress_message(event: Any) -> str | None:
-    """One line saying what a run's event is, for a progress notification; None for
-    events not worth one (text deltas, the final event).
-
-    Args:
-        event: an event of ``Agent.stream`` (agent or team event).
-
-    Returns:
-        e.g. ``"billing: calls lookup_invoice"``, ``"support -> billing: Why was I
-        charged twice?"``.
-    """
-    kind = getattr(event, "kind", None)
-    who = getattr(event, "agent", "?")
-    if kind == "model_call":
-        calls = event.response.tool_calls
-        return (f"{who}: model call {event.turn}" + (f" asks for {', '.join(c.name for c in calls)}"
-                                                     if calls else " answers"))
-    if kind == "tool_result":
-        return f"{who}: {event.call.name} {'failed' if event.result.is_error else 'answered'}"
-    if kind == "delegation_started":
-        asked = " ".join(event.instructions.split())
-        return f"{who} -> {event.worker}: {asked[:120]}"
-    if kind == "delegation_finished":
-        why = event.error or event.stop_reason
-        return f"{who} <- {event.worker}: " + ("finished" if event.completed
-                                               else f"stopped ({why})")
-    if kind == "route_decision":
-        return f"{who}: routes to {event.record.routed_to}"
-    if kind in (None, "text_delta", "final", "tool_call"):
-        return None
-    return f"{who}: {str(kind).replace('_', ' ')}"
 
 
 def _agent_answer(result: RunResult[Any]) -> RunAnswer:
