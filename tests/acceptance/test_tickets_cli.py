@@ -351,6 +351,8 @@ def test_repeated_rows_are_processed_once_and_conflicts_named_together(tmp_path)
     (["--db", "/proc/x/t.db"], "--db /proc/x/t.db: cannot"),
     (["--examples", "missing.csv"], "--examples missing.csv: no such file"),
     (["--base-url", "http://127.0.0.1:1"], "--base-url goes with --model"),
+    (["--raise-priority", "security,lawsuit"], "--raise-priority: lawsuit is not a triage "
+                                                "signal"),
 ])
 def test_usage_errors_come_before_any_training(tmp_path, args, message):
     sample = str(ROOT / "examples" / "tickets_sample.csv")
@@ -434,3 +436,23 @@ def test_a_run_refused_before_any_work_leaves_no_task_database(tmp_path):
     assert refused.returncode == 2 and "not a foreperson results file" in refused.stderr
     assert not list(tmp_path.glob("t.db*"))
     assert (tmp_path / "notes.jsonl").read_text() == "my own notes, not results\n"
+
+
+def test_raise_priority_chooses_the_signals_and_the_summary_counts_the_raised(tmp_path):
+    path = tmp_path / "in.csv"
+    path.write_text("id,subject,body\n"
+                    "S1,Account,someone logged into my account from another country and "
+                    "changed my password\n"
+                    "L1,Invoice,my invoice shows a charge I did not make; my lawyer will "
+                    "sue you\n"
+                    "P1,Invoice,my invoice shows the wrong address\n")
+    raised = foreperson("tickets", "in.csv", "--out", "a.jsonl", "--db", "a.db",
+                        "--no-progress", cwd=tmp_path)
+    by_id = {r["id"]: r for r in read_results(tmp_path / "a.jsonl")}
+    assert by_id["S1"]["priority"] == "high" and by_id["L1"]["priority"] == "high"
+    line = next(x for x in raised.stdout.splitlines() if x.startswith("priority:"))
+    assert "(2 raised to high by triage: security, legal, outage)" in line
+    quiet = foreperson("tickets", "in.csv", "--out", "b.jsonl", "--db", "b.db",
+                       "--raise-priority", "none", "--no-progress", cwd=tmp_path)
+    assert "raised to high" not in quiet.stdout
+    assert not any("priority raised" in r["reason"] for r in read_results(tmp_path / "b.jsonl"))

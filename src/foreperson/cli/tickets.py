@@ -142,6 +142,10 @@ def tickets(
     metrics_port: Annotated[Optional[int], typer.Option(  # noqa: UP045
         min=0, max=65535, help=METRICS_PORT_HELP)] = None,
     metrics_host: Annotated[str, typer.Option(help=METRICS_HOST_HELP)] = "127.0.0.1",
+    raise_priority: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Triage signals that raise a ticket's priority to high, separated by commas "
+             "(outage, security, legal, 'angry customer', 'asks for a person'; 'none' for "
+             "none). Default: outage,security,legal.")] = None,
     prune_older_than: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="First delete the task databases of earlier runs (each input has its own: "
              "`*.tasks.db` in this run's folder, or with --dsn its schema) whose every task "
@@ -167,6 +171,7 @@ def tickets(
         return
     assert input_file is not None
     from ..tickets.job import JobInterrupted, JobListener, JobOptions, run_tickets
+    from ..tickets.tasks import parse_raise_priority
 
     options = JobOptions(
         input_file, workers=workers, db=db, dsn=dsn, schema=schema, out=out, examples=examples,
@@ -174,7 +179,9 @@ def tickets(
         id_column=id_column, subject_column=subject_column, body_column=body_column,
         target_precision=target_precision, min_confidence=min_confidence,
         max_attempts=max_attempts, stale_after=stale_after, model=model, base_url=base_url,
-        prune_older_than=prune_older_than)
+        prune_older_than=prune_older_than,
+        raise_priority=None if raise_priority is None else parse_raise_priority(
+            raise_priority, "--raise-priority"))
     show = sys.stderr.isatty() if progress is None else progress
     listener = JobListener(
         note=_say, deleted=_say_deleted,
@@ -401,7 +408,10 @@ def _print_summary(report: JobReport, out: Path, job: TicketJob, *, bundled: boo
     for category, n in report.categories.most_common():
         table.add_row(shown(category), str(n))
     console.print(table)
-    say("priority: " + ", ".join(f"{p} {n}" for p, n in report.priorities.most_common()))
+    raised = (f" ({report.priority_raised} raised to high by triage: "
+              f"{', '.join(job.raise_priority)})" if report.priority_raised else "")
+    say("priority: " + ", ".join(f"{p} {n}" for p, n in report.priorities.most_common())
+        + raised)
     say("language: " + ", ".join(f"{p} {n}" for p, n in report.languages.most_common()))
     done = sum(report.categories.values())
     why = ", ".join(f"{kind} {n}" for kind, n in report.reasons.most_common())

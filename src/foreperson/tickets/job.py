@@ -113,6 +113,9 @@ class JobOptions:
         model / base_url: a language model (and its server) instead of the offline one.
         prune_older_than: first delete earlier runs' task databases older than this
             (an age such as ``30d``).
+        raise_priority: the triage signals that raise a ticket's priority to high
+            (None: ``$FOREPERSON_TICKETS_RAISE_PRIORITY``, else security, legal and
+            outage; ``()``: none).
     """
 
     input_file: Path
@@ -134,6 +137,7 @@ class JobOptions:
     model: str | None = None
     base_url: str | None = None
     prune_older_than: str | None = None
+    raise_priority: tuple[str, ...] | None = None
 
     def resolved(self) -> JobOptions:
         """These options with the defaults of ``db`` (without ``dsn``) and ``out``
@@ -420,12 +424,19 @@ def _make_job(training: list[Example], options: JobOptions,
         check_reachable(options.base_url or infer_model(options.model, max_attempts=1))
         llm: Any = LlmTicketModel(options.model, training, base_url=options.base_url,
                                   min_confidence=options.min_confidence)
-        return TicketJob(llm, *settings)
+        return _with_raise(TicketJob(llm, *settings), options)
     offline = TicketModel(training, target_precision=options.target_precision,
                           min_confidence=options.min_confidence, progress=listener.note)
     if offline.training_s > 3:
         listener.note(f"trained on {len(training)} examples in {offline.training_s:.1f} s")
-    return TicketJob(offline, *settings)
+    return _with_raise(TicketJob(offline, *settings), options)
+
+
+def _with_raise(job: TicketJob, options: JobOptions) -> TicketJob:
+    """``job`` with ``options.raise_priority`` when it was given."""
+    if options.raise_priority is None:
+        return job
+    return replace(job, raise_priority=options.raise_priority)
 
 
 def _remote_hint(options: JobOptions) -> str:
@@ -437,6 +448,9 @@ def _remote_hint(options: JobOptions) -> str:
         env.append(f"FOREPERSON_TICKETS_MODEL={options.model}")
     if options.base_url is not None:
         env.append(f"FOREPERSON_TICKETS_BASE_URL={redact_url(options.base_url)}")
+    if options.raise_priority is not None:
+        env.append("FOREPERSON_TICKETS_RAISE_PRIORITY="
+                   + (",".join(options.raise_priority) or "none"))
     if options.schema:
         env.append(f"FOREPERSON_PG_SCHEMA={options.schema}")
     return ("start them with: " + " ".join(env + ["foreperson worker foreperson.tickets.job "

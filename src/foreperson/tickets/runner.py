@@ -60,6 +60,7 @@ class JobReport:
         reasons: finished tickets per kind of reason (``low confidence``, ``legal``,
             ``draft promises money`` ...); a ticket counts once per kind.
         low_confidence_only: tickets flagged for low confidence and nothing else.
+        priority_raised: finished tickets whose priority triage raised to high.
         retries: failed attempts retried in this run.
         reclaimed: tasks taken back from dead workers in this run.
         dead: ``(task id, error)`` of every DEAD task.
@@ -76,10 +77,15 @@ class JobReport:
     needs_human: int = 0
     reasons: Counter[str] = field(default_factory=Counter)
     low_confidence_only: int = 0
+    priority_raised: int = 0
     retries: int = 0
     reclaimed: int = 0
     dead: list[tuple[str, str]] = field(default_factory=list)
     elapsed_s: float = 0.0
+
+
+RAISED = "priority raised to high"
+"""The kind of reason triage gives when it raised a ticket's priority."""
 
 
 def _reason_kind(reason: str) -> str:
@@ -127,6 +133,7 @@ class _Tally:
     reasons: Counter[str] = field(default_factory=Counter)
     needs_human: int = 0
     low_confidence_only: int = 0
+    priority_raised: int = 0
 
     def add(self, r: dict[str, Any]) -> None:
         """Count one ticket's output record (a triage task's result)."""
@@ -134,6 +141,7 @@ class _Tally:
                                                                 else [])}
         self.reasons.update(kinds)
         self.low_confidence_only += kinds == {"low confidence"}
+        self.priority_raised += RAISED in kinds
         self.categories[r["category"]] += 1
         self.priorities[r["priority"]] += 1
         self.languages[r.get("language") or "?"] += 1
@@ -467,6 +475,6 @@ def _report(tickets: Tickets, store: TaskStore, job: TicketJob, writer: _Writer,
         written=writer.earlier + writer.written, earlier=writer.earlier,
         categories=tally.categories, priorities=tally.priorities, languages=tally.languages,
         needs_human=tally.needs_human, reasons=tally.reasons,
-        low_confidence_only=tally.low_confidence_only,
+        low_confidence_only=tally.low_confidence_only, priority_raised=tally.priority_raised,
         retries=retries, reclaimed=reclaimed + orphans, dead=dead,
         elapsed_s=time.monotonic() - began)

@@ -34,7 +34,8 @@ from .reader import Ticket, Tickets
 from .triage import SIGNALS
 
 __all__ = ["CLASSIFY", "DRAFT", "RAISE_PRIORITY", "TRIAGE", "TicketJob", "fingerprint_of",
-           "job_settings", "kinds_for", "model_fingerprint", "ticket_app", "ticket_tasks"]
+           "job_settings", "kinds_for", "model_fingerprint", "parse_raise_priority",
+           "ticket_app", "ticket_tasks"]
 
 CLASSIFY, DRAFT, TRIAGE = "classify_ticket", "draft_reply", "triage_ticket"
 
@@ -117,6 +118,27 @@ RAISE_PRIORITY = ("security", "legal", "outage")
 """The triage signals that raise a ticket's priority to high, by default."""
 
 
+def parse_raise_priority(raw: str, where: str) -> tuple[str, ...]:
+    """Triage signal names separated by commas (``none``: none), checked.
+
+    Args:
+        raw: what the user wrote (``"security,legal"``).
+        where: where it was written, for the error (an option or a variable's name).
+
+    Returns:
+        The names, in the order given.
+
+    Raises:
+        ConfigurationError: a name that is not a triage signal.
+    """
+    names = tuple(n.strip() for n in raw.split(",") if n.strip() and n.strip() != "none")
+    unknown = [n for n in names if n not in SIGNALS]
+    if unknown:
+        raise ConfigurationError(f"{where}: {', '.join(unknown)} is not a triage signal "
+                                 f"(one of {', '.join(SIGNALS)}, or none)")
+    return names
+
+
 def _raise_priority_setting() -> tuple[str, ...]:
     """``FOREPERSON_TICKETS_RAISE_PRIORITY`` (signal names separated by commas, ``none``
     for none), else :data:`RAISE_PRIORITY`.
@@ -127,12 +149,7 @@ def _raise_priority_setting() -> tuple[str, ...]:
     raw = os.environ.get("FOREPERSON_TICKETS_RAISE_PRIORITY")
     if raw is None:
         return RAISE_PRIORITY
-    names = tuple(n.strip() for n in raw.split(",") if n.strip() and n.strip() != "none")
-    unknown = [n for n in names if n not in SIGNALS]
-    if unknown:
-        raise ConfigurationError(f"FOREPERSON_TICKETS_RAISE_PRIORITY: {', '.join(unknown)} "
-                                 f"is not a triage signal (one of {', '.join(SIGNALS)})")
-    return names
+    return parse_raise_priority(raw, "FOREPERSON_TICKETS_RAISE_PRIORITY")
 
 
 def _text(payload: dict[str, Any]) -> str:

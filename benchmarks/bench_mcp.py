@@ -1,0 +1,339 @@
+"""What foreperson adds to a protocol call (issue 22 item 6), measured in one run against
+the official SDK's own client calling the same server, printed as JSON lines.
+
+1. MCP, stdio and streamable HTTP: a server written with the ``mcp`` SDK (this file,
+   ``--serve``) with an instant tool and a 20 ms tool. The baseline is the SDK's
+   ``Client`` calling the tool ``--calls`` times, one after another. Ours is a
+   foreperson ``Agent`` whose toolset is that server (``MCPServer.stdio`` /
+   ``MCPServer.http``) and whose model (a function, no network) asks for one call per
+   turn, the same number of times: every call goes through the agent's loop, its
+   guards, the step runner and the MCP session. Targets: on the 20 ms tool, ours / SDK
+   at most 1.05; on the instant tool, at most 0.3 ms added per call. Printed beside
+   them: the agent loop's own cost per turn (the same agent calling an instant Python
+   tool: what any agent run pays, with no protocol) and what the MCP adapter adds on
+   top of the SDK call (ours - SDK - loop).
+2. A2A: an agent written with the ``a2a-sdk`` server API (this file, ``--serve-a2a``)
+   answering at once. The baseline is the SDK's client sending ``--calls`` messages
+   one after another (one client, created once); ours is ``a2a_agent(url)`` run that
+   many times. Printed: ms per message each, the ratio and the ms added.
+
+The medians of ``--repeats`` rounds (each side alternating) are compared. Run:
+``python benchmarks/bench_mcp.py [--calls 200] [--repeats 5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+
+SLOW_S = 0.02
+
+
+def serve_mcp(http: bool) -> None:
+    """The MCP server: ``instant()`` and ``slow()`` (20 ms)."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("bench")
+
+    @server.tool()
+    def instant(n: int) -> int:
+        """Answers at once."""
+        return n + 1
+
+    @server.tool()
+    async def slow(n: int) -> int:
+        """Answers after 20 ms."""
+        await anyio.sleep(SLOW_S)
+        return n + 1
+
+    if not http:
+        server.run("stdio")
+        return
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    print(f"listening {sock.getsockname()[1]}", flush=True)
+    app = server.streamable_http_app()
+    anyio.run(uvicorn.Server(uvicorn.Config(app, log_level="warning")).serve, [sock])
+
+
+def serve_a2a() -> None:
+    """An a2a-sdk agent that answers each message at once with one artifact."""
+    import asyncio
+
+    import uvicorn
+    from a2a.helpers.proto_helpers import new_task_from_user_message, new_text_part
+    from a2a.server.agent_execution import AgentExecutor
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+    from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+    from starlette.applications import Starlette
+
+    class Answer(AgentExecutor):
+        async def execute(self, context: Any, event_queue: Any) -> None:
+            task = context.current_task or new_task_from_user_message(context.message)
+            if context.current_task is None:
+                await event_queue.enqueue_event(task)
+            updater = TaskUpdater(event_queue, task.id, task.context_id)
+            await updater.add_artifact([new_text_part("ok")])
+            await updater.complete()
+
+        async def cancel(self, context: Any, event_queue: Any) -> None:
+            await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    card = AgentCard(name="bench", description="answers", version="1",
+                     default_input_modes=["text/plain"], default_output_modes=["text/plain"],
+                     capabilities=AgentCapabilities(streaming=True),
+                     supported_interfaces=[AgentInterface(
+                         protocol_binding="JSONRPC", url=f"http://127.0.0.1:{port}/",
+                         protocol_version="1.0")],
+                     skills=[AgentSkill(id="a", name="a", description="a", tags=["a"])])
+    handler = DefaultRequestHandler(agent_executor=Answer(), task_store=InMemoryTaskStore(),
+                                    agent_card=card)
+    app = Starlette(routes=[*create_agent_card_routes(card),
+                            *create_jsonrpc_routes(handler, "/")])
+    print(f"listening {port}", flush=True)
+    asyncio.run(uvicorn.Server(uvicorn.Config(app, log_level="warning")).serve([sock]))
+
+
+def start(flag: str) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen([sys.executable, __file__, flag], stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    found = re.search(r"listening (\d+)", proc.stdout.readline())
+    assert found, "the server did not start"
+    return proc, int(found.group(1))
+
+
+# --- MCP -----------------------------------------------------------------------------
+
+
+async def sdk_mcp(connect: Callable[[], Any], tool: str, calls: int) -> float:
+    """Seconds for ``calls`` calls through the SDK's client (the session already open)."""
+    from mcp import Client
+
+    async with Client(connect(), mode="auto", cache=None) as client:
+        await client.call_tool(tool, {"n": 0})
+        began = time.perf_counter()
+        for i in range(calls):
+            await client.call_tool(tool, {"n": i})
+        return time.perf_counter() - began
+
+
+PER_RUN = 20
+"""Tool calls per agent run (runs of a few turns, as agents make them)."""
+
+
+def _caller(tool: str, calls: int) -> Any:
+    """A model (no network, no bookkeeping) that asks for ``tool`` once per turn,
+    ``calls`` times, then answers."""
+    from foreperson.models import ModelBase, ModelResponse, ToolCall, Usage
+
+    class Caller(ModelBase):
+        name = "caller"
+
+        def __init__(self) -> None:
+            self.turn = 0
+
+        async def request(self, messages: Any, params: Any) -> ModelResponse:
+            self.turn += 1
+            if self.turn > calls:
+                return ModelResponse(text="done", usage=Usage(model_calls=1))
+            return ModelResponse(tool_calls=(ToolCall(tool, {"n": self.turn},
+                                                      id=f"c{self.turn}"),),
+                                 usage=Usage(model_calls=1))
+
+    return Caller()
+
+
+async def ours_mcp(server: Any, tool: str, calls: int, local: Any = None) -> float:
+    """Seconds for ``calls`` tool calls made by foreperson agents, one per turn, in runs
+    of :data:`PER_RUN`: calls to ``server``'s MCP tool, or (``local``) to a Python tool
+    doing the same (the agent loop's own cost, for the control)."""
+    from foreperson.agents import Agent, Guards, Limits
+
+    guards = Guards(limits=Limits(max_turns=PER_RUN + 2, max_tool_calls=PER_RUN + 1))
+    elapsed = 0.0
+    for start in range(0, calls, PER_RUN):
+        n = min(PER_RUN, calls - start)
+        agent = (Agent("Call the tool.", model=_caller(tool, n), toolsets=[server],
+                       guards=guards) if local is None else
+                 Agent("Call the tool.", model=_caller(tool, n), tools=[local], guards=guards))
+        began = time.perf_counter()
+        result = await agent.run("go")
+        elapsed += time.perf_counter() - began
+        assert result.usage.tool_calls == n, result.stop_reason
+    return elapsed
+
+
+async def alternate(rounds: int, ours: Callable[[], Awaitable[float]],
+                    sdk: Callable[[], Awaitable[float]]) -> tuple[float, float]:
+    mine, theirs = [], []
+    for _ in range(rounds):
+        theirs.append(await sdk())
+        mine.append(await ours())
+    return statistics.median(mine), statistics.median(theirs)
+
+
+async def measure(toolset: Callable[[], Any], connect: Callable[[], Any], tool: str, n: int,
+                  rounds: int, local: Any) -> tuple[float, float, float]:
+    """(ours, the SDK's, the agent loop's) seconds for ``n`` calls, medians; the agent
+    loop's is the same agent calling ``local`` (an instant Python tool) instead: what any
+    agent run costs per turn, with no protocol."""
+    server = toolset()
+    async with server:
+        await server.list_tools()              # the session open, as the SDK side's
+        mine, theirs = await alternate(rounds, lambda: ours_mcp(server, tool, n),
+                                       lambda: sdk_mcp(connect, tool, n))
+    loop = statistics.median([await ours_mcp(None, "instant", n, local=local)
+                              for _ in range(rounds)])
+    return mine, theirs, loop
+
+
+def mcp_rows(calls: int, rounds: int) -> list[dict[str, Any]]:
+    from mcp import StdioServerParameters
+    from mcp.client.streamable_http import streamable_http_client
+
+    from foreperson.agents import MCPServer
+    from foreperson.agents import tool as as_tool
+
+    @as_tool(name="instant")
+    def instant(n: int) -> int:
+        """Answers at once (the control: the same call, in this process)."""
+        return n + 1
+
+    rows = []
+    proc, port = start("--serve-http")
+    url = f"http://127.0.0.1:{port}/mcp"
+    quiet = open(os.devnull, "w")  # noqa: SIM115 - the stdio server's stderr, closed below
+    try:
+        transports = {
+            "stdio": (lambda: StdioServerParameters(command=sys.executable,
+                                                    args=[__file__, "--serve"]),
+                      lambda: MCPServer.stdio(sys.executable, [__file__, "--serve"],
+                                              name="bench", errlog=quiet)),
+            "http": (lambda: streamable_http_client(url),
+                     lambda: MCPServer.http(url, name="bench")),
+        }
+        for transport, (connect, toolset) in transports.items():
+            for tool, n in (("instant", calls), ("slow", max(calls // 4, 20))):
+                mine, theirs, loop = anyio.run(measure, toolset, connect, tool, n, rounds,
+                                               instant)
+                row: dict[str, Any] = {
+                    "benchmark": "mcp", "transport": transport, "tool": tool, "calls": n,
+                    "ours_ms_per_call": round(mine / n * 1000, 3),
+                    "sdk_ms_per_call": round(theirs / n * 1000, 3),
+                    "ratio": round(mine / theirs, 3),
+                    "added_ms_per_call": round((mine - theirs) / n * 1000, 3),
+                    "agent_loop_ms_per_call": round(loop / n * 1000, 3),
+                    "mcp_adapter_added_ms_per_call": round((mine - theirs - loop) / n * 1000,
+                                                           3)}
+                if tool == "slow":
+                    row["target"] = "ratio <= 1.05"
+                    row["meets"] = row["ratio"] <= 1.05
+                else:
+                    row["target"] = "added_ms_per_call <= 0.3"
+                    row["meets"] = row["added_ms_per_call"] <= 0.3
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    finally:
+        quiet.close()
+        proc.terminate()
+        proc.wait(timeout=30)
+    return rows
+
+
+# --- A2A -----------------------------------------------------------------------------
+
+
+async def sdk_a2a(url: str, calls: int) -> float:
+    import httpx
+    from a2a.client import ClientConfig, create_client
+    from a2a.types import Message, Part, Role, SendMessageRequest
+
+    async with httpx.AsyncClient(timeout=30) as http:
+        client = await create_client(url, client_config=ClientConfig(httpx_client=http,
+                                                                     streaming=True))
+        began = time.perf_counter()
+        for i in range(calls):
+            request = SendMessageRequest(message=Message(
+                message_id=f"m{i}", role=Role.ROLE_USER, parts=[Part(text="hello")]))
+            async for _ in client.send_message(request):
+                pass
+        elapsed = time.perf_counter() - began
+        await client.close()
+        return elapsed
+
+
+async def ours_a2a(agent: Any, calls: int) -> float:
+    began = time.perf_counter()
+    for _ in range(calls):
+        result = await agent.run("hello")
+        assert result.text == "ok"
+    return time.perf_counter() - began
+
+
+def a2a_row(calls: int, rounds: int) -> dict[str, Any]:
+    from foreperson.agents import a2a_agent
+
+    proc, port = start("--serve-a2a")
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        agent = a2a_agent(url, name="bench")
+
+        async def body() -> tuple[float, float]:
+            await ours_a2a(agent, 1)              # the card read once, as the SDK's
+            return await alternate(rounds, lambda: ours_a2a(agent, calls),
+                                   lambda: sdk_a2a(url, calls))
+
+        mine, theirs = anyio.run(body)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    row = {"benchmark": "a2a", "calls": calls,
+           "ours_ms_per_message": round(mine / calls * 1000, 3),
+           "sdk_ms_per_message": round(theirs / calls * 1000, 3),
+           "ratio": round(mine / theirs, 3),
+           "added_ms_per_message": round((mine - theirs) / calls * 1000, 3)}
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=200, help="calls per round")
+    parser.add_argument("--repeats", type=int, default=5, help="rounds per side")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-http", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-a2a", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve or args.serve_http:
+        serve_mcp(http=args.serve_http)
+        return
+    if args.serve_a2a:
+        serve_a2a()
+        return
+    rows = mcp_rows(args.calls, args.repeats)
+    rows.append(a2a_row(max(args.calls // 4, 20), args.repeats))
+    print(json.dumps({"benchmark": "summary",
+                      "mcp_meets": all(r["meets"] for r in rows if "meets" in r)}))
+
+
+if __name__ == "__main__":
+    main()
