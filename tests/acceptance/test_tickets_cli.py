@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import signal
 import sqlite3
@@ -456,3 +457,31 @@ def test_raise_priority_chooses_the_signals_and_the_summary_counts_the_raised(tm
                        "--raise-priority", "none", "--no-progress", cwd=tmp_path)
     assert "raised to high" not in quiet.stdout
     assert not any("priority raised" in r["reason"] for r in read_results(tmp_path / "b.jsonl"))
+
+
+def test_the_examples_answer_column_is_named_on_the_command_line(tmp_path):
+    rows = [("my invoice shows a wrong charge", "Billing",
+             "We corrected the charge on your invoice.")] * 4
+    rows += [("the parcel was never delivered", "Shipping",
+              "We asked the carrier where your parcel is.")] * 4
+    with (tmp_path / "ex.csv").open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["text", "label", "agent_reply"])
+        out.writerows(rows)
+    (tmp_path / "in.csv").write_text("id,subject,body\nA1,Invoice,my invoice shows a wrong "
+                                     "charge\n")
+    foreperson("tickets", "in.csv", "--examples", "ex.csv", "--examples-answer-column",
+               "agent_reply", "--out", "o.jsonl", "--db", "t.db", "--no-progress",
+               cwd=tmp_path)
+    [result] = read_results(tmp_path / "o.jsonl")
+    assert "We corrected the charge on your invoice." in result["draft_reply"]
+    wrong = foreperson("tickets", "in.csv", "--examples", "ex.csv", "--examples-answer-column",
+                       "nope", "--out", "p.jsonl", "--db", "p.db", cwd=tmp_path, check=False)
+    assert wrong.returncode == 2 and "nope" in wrong.stderr and "Traceback" not in wrong.stderr
+    helped = subprocess.run([sys.executable, "-m", "foreperson.cli.main", "tickets", "--help"],
+                            capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "COLUMNS": "80"})
+    lines = helped.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    assert "--examples-answer-column" in helped.stdout and "…" not in helped.stdout
+    assert "answer / reply / response / draft_reply" in " ".join(" ".join(lines).split())

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+from typer.core import TyperCommand
 
 if TYPE_CHECKING:
     from ..tickets.job import JobProgress, JobReport, JobStart, TicketJob
@@ -105,6 +106,9 @@ def tickets(
     examples_label_column: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="Label (category) column of --examples (default: label / category / queue / type / "
              "class).")] = None,
+    examples_answer_column: Annotated[Optional[str], typer.Option(  # noqa: UP045
+        help="Answer column of --examples: the reply a draft copies (default: answer / reply / "
+             "response / draft_reply; without one, drafts are templates).")] = None,
     id_column: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="Ticket id column (default: id / ticket_id; else the row number).")] = None,
     subject_column: Annotated[Optional[str], typer.Option(  # noqa: UP045
@@ -162,7 +166,8 @@ def tickets(
     """
     _check_options(input_file=input_file, evaluate=evaluate, workers=workers, db=db, dsn=dsn,
                    schema=schema, examples=examples,
-                   example_columns=bool(examples_text_column or examples_label_column),
+                   example_columns=bool(examples_text_column or examples_label_column
+                                        or examples_answer_column),
                    model=model, base_url=base_url)
     if evaluate:
         assert examples is not None
@@ -176,6 +181,7 @@ def tickets(
     options = JobOptions(
         input_file, workers=workers, db=db, dsn=dsn, schema=schema, out=out, examples=examples,
         examples_text_column=examples_text_column, examples_label_column=examples_label_column,
+        examples_answer_column=examples_answer_column,
         id_column=id_column, subject_column=subject_column, body_column=body_column,
         target_precision=target_precision, min_confidence=min_confidence,
         max_attempts=max_attempts, stale_after=stale_after, model=model, base_url=base_url,
@@ -430,6 +436,15 @@ def _print_summary(report: JobReport, out: Path, job: TicketJob, *, bundled: boo
             say(f"  {task_id}: {error}")
 
 
+class _PlainHelp(TyperCommand):
+    """``tickets --help`` as plain text: its many long option names made rich's table
+    cut words at 80 columns; click's layout wraps every line and cuts nothing."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.rich_markup_mode = None
+
+
 def register(app: typer.Typer) -> None:
     """Add the command to ``app``."""
-    app.command()(tickets)
+    app.command(cls=_PlainHelp)(tickets)

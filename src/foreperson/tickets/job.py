@@ -104,7 +104,8 @@ class JobOptions:
         dsn / schema: a PostgreSQL database and schema instead of ``db``.
         out: the JSON Lines results (default :func:`default_names`).
         examples: labelled tickets to train on (default: the bundled demo set).
-        examples_text_column / examples_label_column: their columns.
+        examples_text_column / examples_label_column / examples_answer_column: their
+            columns (the answer column: the reply a draft copies).
         id_column / subject_column / body_column: the input's columns.
         target_precision: share (0..1) of unflagged tickets that should be right.
         min_confidence: a fixed confidence threshold (0..1) instead of the fitted one.
@@ -127,6 +128,7 @@ class JobOptions:
     examples: Path | None = None
     examples_text_column: str | None = None
     examples_label_column: str | None = None
+    examples_answer_column: str | None = None
     id_column: str | None = None
     subject_column: str | None = None
     body_column: str | None = None
@@ -344,7 +346,8 @@ def _training_set(options: JobOptions) -> list[Example]:
     if options.examples is None:
         return bundled_examples()
     return load_examples(options.examples, text_column=options.examples_text_column,
-                         label_column=options.examples_label_column)
+                         label_column=options.examples_label_column,
+                         answer_column=options.examples_answer_column)
 
 
 def _open_store(options: JobOptions) -> TaskStore:

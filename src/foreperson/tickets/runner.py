@@ -39,8 +39,8 @@ from .rerun import check_rerun
 from .results import Outbox, open_exclusive
 from .tasks import TicketJob
 
-__all__ = ["CHUNK_TICKETS", "FLUSH_TICKETS", "JOB_WORKER", "LOCAL_POLL_S", "WINDOW_TICKETS",
-           "JobProgress", "JobReport", "local_workers", "run_job"]
+__all__ = ["CHUNK_TICKETS", "FLUSH_TICKETS", "JOB_WORKER", "LOCAL_POLL_S", "RAISED",
+           "WINDOW_TICKETS", "JobProgress", "JobReport", "local_workers", "run_job"]
 
 JOB_WORKER = "job@"
 """Prefix of the names of a ticket job's own local workers (``job@host:pid:wN``)."""
