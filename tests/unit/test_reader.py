@@ -66,7 +66,6 @@ def test_rows_without_text_are_reported_not_dropped(tmp_path):
 @pytest.mark.parametrize(("text", "line", "message"), [
     ('id,subject,body\n1,a,b\n2,"unterminated,x\n', 3, "malformed CSV"),
     ("id,subject,body\n1,a,b\n2,a,b,extra\n", 3, "4 fields where the header has 3"),
-    ("", 1, "empty"),
     ("id,id,body\n1,2,3\n", 1, "columns 1 and 2 are both named 'id'"),
     ("id,,body\n1,2,3\n", 1, "column 2 of the header has no name"),
 ])
@@ -75,6 +74,13 @@ def test_malformed_csv_names_file_and_line(tmp_path, text, line, message):
     with pytest.raises(InputError, match=message) as caught:
         read_tickets(path)
     assert caught.value.line == line and str(caught.value).startswith(f"{path}:{line}:")
+
+
+def test_an_empty_file_is_named_without_a_line(tmp_path):
+    path = write(tmp_path, "bad.csv", "")
+    with pytest.raises(InputError) as caught:
+        read_tickets(path)
+    assert caught.value.line is None and str(caught.value) == f"{path}: the file is empty"
 
 
 def test_duplicate_ticket_id_is_an_error_naming_both_lines(tmp_path):

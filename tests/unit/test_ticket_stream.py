@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from foreperson.errors import InputError
+from foreperson.errors import ConfigurationError, InputError
 from foreperson.tickets import runner
 from foreperson.tickets.job import TicketJob, run_job
 from foreperson.tickets.model import Example, TicketModel
@@ -80,3 +80,37 @@ def test_a_jsonl_line_nested_too_deeply_is_named_and_not_a_traceback(tmp_path):
                     '{"id": "b", "body": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
     with pytest.raises(InputError, match=r"deep\.jsonl:2: JSON nested too deeply"):
         scan_tickets(path)
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("empty.csv", "", "empty.csv: the file is empty"),
+    ("empty.json", "", "empty.json: the file is empty"),
+    ("empty.jsonl", "\n\n", "empty.jsonl: the file is empty"),
+    ("header.csv", "id,subject,body\n", r"header.csv: no tickets \(only a header row\)"),
+    ("list.json", "[]", r"list.json: no tickets \(an empty list\)"),
+    ("blank.csv", "id,subject,body\nA1,,\n",
+     r"blank.csv: no tickets with text \(its 1 row\(s\) were skipped"),
+])
+def test_every_kind_of_empty_input_gets_one_kind_of_message(tmp_path, name, content, message):
+    from foreperson.tickets.job import JobListener, JobOptions, run_tickets
+
+    (tmp_path / name).write_text(content)
+    with pytest.raises(ConfigurationError, match=message):
+        run_tickets(JobOptions(tmp_path / name, db=str(tmp_path / "t.db"),
+                               out=tmp_path / "o.jsonl"), JobListener())
+    assert not (tmp_path / "t.db").exists()          # refused before any work
+
+
+def test_nul_bytes_are_removed_and_reported_with_their_line(tmp_path):
+    from foreperson.tickets.job import JobListener, JobOptions, run_tickets
+
+    path = tmp_path / "nul.csv"
+    path.write_text("id,subject,body\nA1,Hi,hello\x00 there\x00\nA2,Hi,clean text\n")
+    stream = scan_tickets(path)
+    assert stream.nul == [(2, "A1", 2)]
+    assert [t.body for t in stream] == ["hello there", "clean text"]
+    notes: list[str] = []
+    run_tickets(JobOptions(path, db=str(tmp_path / "t.db"), out=tmp_path / "o.jsonl",
+                           workers=1), JobListener(note=notes.append))
+    assert "nul.csv:2: ticket A1: 2 NUL bytes removed from its text" in " ".join(notes)
+    assert "\x00" not in (tmp_path / "o.jsonl").read_text()

@@ -333,13 +333,32 @@ def _read(options: JobOptions, listener: JobListener) -> TicketStream:
     for line, ticket_id, reason in tickets.skipped:
         listener.note(f"{options.input_file}:{line}: skipped ticket {ticket_id or '?'}: "
                       f"{reason}")
+    for line, ticket_id, count in tickets.nul:
+        listener.note(f"{options.input_file}:{line}: ticket {ticket_id}: {count} NUL "
+                      f"byte{'s' if count != 1 else ''} removed from its text (binary data "
+                      "in the export?)")
     for line, ticket_id, size in tickets.cut:
         listener.note(f"{options.input_file}:{line}: ticket {ticket_id} has {size:,} "
                       f"characters; only its first {MAX_TICKET_CHARS:,} were read (the "
                       "limit per ticket)")
     if not tickets.count:
-        raise ConfigurationError(f"{options.input_file}: no tickets with text to process")
+        raise ConfigurationError(f"{options.input_file}: {_why_none(options.input_file, tickets)}")
     return tickets
+
+
+def _why_none(path: Path, tickets: Tickets) -> str:
+    """Why an input gave no ticket to process, in the one form every kind of file gets."""
+    if tickets.skipped:
+        return (f"no tickets with text (its {len(tickets.skipped)} row(s) were skipped, "
+                "each named above)")
+    try:
+        if path.stat().st_size == 0 or not path.read_bytes()[:4096].strip():
+            return "the file is empty"
+    except OSError:
+        pass
+    shape = {".csv": "only a header row", ".tsv": "only a header row",
+             ".json": "an empty list"}.get(path.suffix.lower(), "no rows")
+    return f"no tickets ({shape})"
 
 
 def _training_set(options: JobOptions) -> list[Example]:

@@ -65,6 +65,8 @@ class TicketFile:
         path: the file read.
         cut: ``(line, id, characters)`` for every ticket whose text was longer than the
             limit: it is kept, cut to its first ``max_chars`` characters.
+        nul: ``(line, id, count)`` for every ticket whose text held NUL bytes: they are
+            removed.
     """
 
     tickets: list[Ticket]
@@ -72,6 +74,7 @@ class TicketFile:
     columns: dict[str, str | None] = field(default_factory=dict)
     path: str = ""
     cut: list[tuple[int, str, int]] = field(default_factory=list)
+    nul: list[tuple[int, str, int]] = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -157,7 +160,7 @@ def _csv_records(path: Path, lines: Iterator[str]) -> Iterator[tuple[int, dict[s
     """
     first = next(lines, None)
     if first is None:
-        raise InputError("the file is empty: expected a header row", path=str(path), line=1)
+        raise InputError("the file is empty", path=str(path))
     delimiter = _delimiter(path, first.split("\n", 1)[0])
     reader = csv.reader(itertools.chain([first], lines), delimiter=delimiter, strict=True)
     start = 1
@@ -165,7 +168,7 @@ def _csv_records(path: Path, lines: Iterator[str]) -> Iterator[tuple[int, dict[s
     try:
         header = next(reader, None)
         if header is None:
-            raise InputError("the file is empty: expected a header row", path=str(path), line=1)
+            raise InputError("the file is empty", path=str(path))
         names = [h.strip() for h in header]
         _check_header(names, delimiter, path)
         start = reader.line_num + 1
@@ -236,6 +239,8 @@ def _json_records(path: Path, lines: Iterator[str]) -> Iterator[tuple[int, dict[
         InputError: invalid JSON, nested too deeply, or not a list of objects.
     """
     text = "".join(lines)
+    if not text.strip():
+        raise InputError("the file is empty", path=str(path))
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -437,7 +442,15 @@ def _fields(record: dict[str, Any], row_number: int, columns: tuple[str | None, 
         body = _as_text(record.get(body_col)) if body_col else ""
     except RecursionError:        # a field nested almost as deep as JSON allows
         raise InputError(_TOO_DEEP, path=where, line=line) from None
+    if "\x00" in subject or "\x00" in body or "\x00" in ticket_id:
+        # NUL bytes (binary garbage in an export) are removed; scan_tickets reports them
+        ticket_id, subject, body = (v.replace("\x00", "") for v in (ticket_id, subject, body))
     return ticket_id, subject, body
+
+
+def _nul_bytes(record: dict[str, Any]) -> int:
+    """NUL characters in a record's text values."""
+    return sum(v.count("\x00") for v in record.values() if isinstance(v, str))
 
 
 def _cut(subject: str, body: str, max_chars: int) -> tuple[str, str]:
@@ -496,12 +509,14 @@ class TicketStream:
     def __init__(self, path: Path, columns: tuple[str | None, str | None, str | None], *,
                  max_chars: int, skipped: list[tuple[int, str, str]],
                  cut: list[tuple[int, str, int]], count: int, drop: set[int],
-                 ids: Any, stamp: tuple[int, int]) -> None:
+                 ids: Any, stamp: tuple[int, int],
+                 nul: list[tuple[int, str, int]] | None = None) -> None:
         self.path = str(path)
         self.columns: dict[str, str | None] = dict(zip(("id", "subject", "body"), columns,
                                                        strict=True))
         self.skipped = skipped
         self.cut = cut
+        self.nul = nul or []
         self.count = count
         self._file = path
         self._roles = columns
@@ -595,6 +610,7 @@ def scan_tickets(path: str | Path, *, id_column: str | None = None,
     skipped: list[tuple[int, str, str]] = []
     empty: list[tuple[int, int, str]] = []      # (row, line, id) of rows without text
     cut: list[tuple[int, int, str, int]] = []   # (row, line, id, characters)
+    nul: list[tuple[int, int, str, int]] = []   # (row, line, id, NUL bytes removed)
     rows, id_hashes, text_hashes, kept = array("q"), array("q"), array("q"), array("q")
     with_text = 0
     for row_number, (line, record) in enumerate(iter_records(path), start=1):
@@ -602,6 +618,9 @@ def scan_tickets(path: str | Path, *, id_column: str | None = None,
         if not ticket_id:
             skipped.append((line, "", "no ticket id"))
             continue
+        nuls = _nul_bytes(record)
+        if nuls:
+            nul.append((row_number, line, ticket_id, nuls))
         rows.append(row_number)
         id_hashes.append(hash(ticket_id))
         text_hashes.append(hash((subject, body)))
@@ -626,7 +645,8 @@ def scan_tickets(path: str | Path, *, id_column: str | None = None,
     skipped.sort(key=lambda s: s[0])
     return TicketStream(path, roles, max_chars=max_chars, skipped=skipped,
                         cut=[(line, i, n) for row, line, i, n in cut if row not in drop],
-                        count=with_text, drop=drop, ids=_sorted_hashes(kept), stamp=stamp)
+                        count=with_text, drop=drop, ids=_sorted_hashes(kept), stamp=stamp,
+                        nul=[(line, i, n) for row, line, i, n in nul if row not in drop])
 
 
 def _resolve_shared(path: Path, roles: tuple[str | None, str | None, str | None],
@@ -691,7 +711,7 @@ def read_tickets(path: str | Path, *, id_column: str | None = None,
     stream = scan_tickets(path, id_column=id_column, subject_column=subject_column,
                           body_column=body_column, max_chars=max_chars)
     return TicketFile(list(stream), skipped=stream.skipped, columns=stream.columns,
-                      path=stream.path, cut=stream.cut)
+                      path=stream.path, cut=stream.cut, nul=stream.nul)
 
 
 def _conflicting_ids(conflicts: dict[str, list[int]], where: str) -> InputError:
