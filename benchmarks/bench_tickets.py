@@ -63,11 +63,16 @@ def _sample(path: Path, n: int) -> None:
 
 
 def _timed(args: list[str], cwd: str) -> float:
+    """Seconds ``args`` took in ``cwd``; a failing command stops the benchmark with its
+    own error output."""
     began = time.perf_counter()
-    subprocess.run(args, cwd=cwd, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL,
-                   env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-    return time.perf_counter() - began
+    done = subprocess.run(args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    took = time.perf_counter() - began
+    if done.returncode != 0:
+        sys.exit(f"bench_tickets: {' '.join(args[1:4])} ... failed (exit {done.returncode}):\n"
+                 f"{done.stderr.strip()}")
+    return took
 
 
 def main() -> None:
@@ -82,8 +87,13 @@ def main() -> None:
     if args.plain:
         plain(args.input, args.examples, args.out)
         return
+    if args.input and not os.path.isfile(args.input):
+        sys.exit(f"bench_tickets: {args.input}: no such file")
     work = tempfile.mkdtemp(prefix="fp-bench-tickets-")
-    source = args.input or (str(HELPDESK) if HELPDESK.exists() else None)
+    # the commands run in a folder of their own: paths given relative to here are made
+    # absolute first
+    source = (os.path.abspath(args.input) if args.input
+              else str(HELPDESK) if HELPDESK.exists() else None)
     if source is None:
         source = os.path.join(work, "tickets.jsonl")
         _sample(Path(source), 1000)
