@@ -86,6 +86,7 @@ def history_points(now_counts: Mapping[Status, int], changes: Iterable[Change],
     points = max(1, points)
     step = (until - since) / max(points - 1, 1)
     instants = [since + step * i for i in range(points)] if until > since else [until]
+    instants[-1] = until            # exactly: a sum of steps may land a hair before it
     pending = sorted(changes, key=lambda c: c[0], reverse=True)
     counts = chart_counts(now_counts)
     out: list[TimelinePoint] = []
