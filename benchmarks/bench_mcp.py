@@ -64,6 +64,7 @@ def serve_mcp(http: bool) -> None:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    sock.listen(64)       # listen before printing: an early client waits in the backlog
     print(f"listening {sock.getsockname()[1]}", flush=True)
     app = server.streamable_http_app()
     anyio.run(uvicorn.Server(uvicorn.Config(app, log_level="warning")).serve, [sock])
@@ -96,6 +97,7 @@ def serve_a2a() -> None:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
     port = sock.getsockname()[1]
     card = AgentCard(name="bench", description="answers", version="1",
                      default_input_modes=["text/plain"], default_output_modes=["text/plain"],
