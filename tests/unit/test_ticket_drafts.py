@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from foreperson.tickets.drafts import (
+    borrowed_claims,
     fill_placeholders,
     placeholders,
     request_mismatches,
@@ -181,6 +182,9 @@ def test_a_copied_answer_has_its_slots_filled_and_unfillable_ones_flagged():
     ("Nuestro equipo le atiende las 24 horas del día.", "availability"),
     ("Nous sommes joignables 24h/24 et 7j/7.", "availability"),
     ("Estamos disponíveis 24 horas por dia.", "availability"),
+    ("Proporcionaremos una solución rápidamente.", "a time"),
+    ("We will fix it quickly.", "a time"),
+    ("Nous allons le corriger rapidement.", "a time"),
 ])
 def test_promise_and_availability_wording_is_flagged_like_shortly(draft, kind):
     assert any(kind in reason for reason in draft_promises(draft)), draft_promises(draft)
@@ -192,6 +196,77 @@ def test_promise_and_availability_wording_is_flagged_like_shortly(draft, kind):
 ])
 def test_advice_to_act_now_is_not_a_promise(draft):
     assert draft_promises(draft) == []
+
+
+@pytest.mark.parametrize(("answer", "said"), [
+    ("Our team is looking into it and will update you.", "our team is looking into"),
+    ("We are currently investigating the crash.", "we are currently investigating"),
+    ("Your case has been escalated to engineering.", "has been escalated"),
+    ("Unser Team untersucht das Problem.", "unser team untersucht"),
+    ("Estamos revisando su cuenta.", "estamos revisando"),
+    ("Nuestro equipo está analizando el fallo.", "nuestro equipo está analizando"),
+    ("Notre équipe examine votre demande.", "notre équipe examine"),
+    ("Nossa equipe técnica está analisando isso.", "nossa equipe técnica está analisando"),
+    ("We are working to resolve the issue. Please try again later.",
+     "we are working to resolve"),
+])
+def test_a_copied_answer_claiming_work_under_way_is_flagged(answer, said):
+    assert borrowed_claims(answer) == [f"draft says work is under way ({said})"]
+
+
+@pytest.mark.parametrize(("answer", "said"), [
+    ("For details, please visit our website.", "visit our website"),
+    ("Book a repair on our service center website.", "on our service center website"),
+    ("Follow the link below to reset it.", "the link below"),
+    ("Weitere Informationen finden Sie auf unserer Website.", "unserer website"),
+    ("Consulte nuestro centro de soporte.", "nuestro centro de soporte"),
+    ("Rendez-vous sur notre site pour réserver.", "notre site"),
+    ("Acesse nosso portal para agendar.", "nosso portal"),
+])
+def test_a_page_the_answer_does_not_give_is_flagged(answer, said):
+    assert borrowed_claims(answer) == [f"draft points to a page it does not give ({said})"]
+
+
+@pytest.mark.parametrize("answer", [
+    "Please visit our website at https://example.com/help for the steps.",
+    "Call us on +1 555 010 2030 if it persists.",
+    "We never ask for card details; please do not click the link.",
+    "Restart the printer and check the cable. If it persists, reply to this message.",
+    "Update the drivers from Dell's support website.",          # a page anyone can find
+])
+def test_an_answer_that_gives_its_page_or_number_or_points_nowhere_passes(answer):
+    assert borrowed_claims(answer) == []
+
+
+@pytest.mark.parametrize(("answer", "said"), [
+    ("Your refund has been processed.", "your refund has been processed"),
+    ("Ihre Anfrage zum Austausch wurde bearbeitet.", "ihre anfrage zum austausch wurde bearbeitet"),
+    ("Hemos procesado su solicitud.", "hemos procesado"),
+    ("Votre commande a été annulée.", "votre commande a été annulée"),
+    ("Sua solicitação foi aprovada.", "sua solicitação foi aprovada"),
+])
+def test_a_copied_answer_saying_the_request_is_done_is_flagged(answer, said):
+    assert borrowed_claims(answer) == [f"draft says it is already done ({said})"]
+
+
+def test_a_condition_is_not_a_claim_that_it_is_done():
+    assert borrowed_claims("If your order was cancelled by mistake, reply here.") == []
+
+
+def test_a_call_without_a_number_is_flagged():
+    assert borrowed_claims("If it persists, call us.") == [
+        "draft asks for a call without a number (call us)"]
+
+
+def test_a_copied_answer_with_a_borrowed_claim_needs_a_person():
+    examples = _filler() + [
+        Example(f"My invoice {n} shows the wrong amount", "Billing",
+                "Thanks. Our billing team is reviewing the charge.", language="en")
+        for n in ("11-1111", "22-2222", "33-3333")]
+    model = TicketModel(examples, min_similarity=0.1, cache=False)
+    draft = model.draft("My invoice shows the wrong amount", "Billing", "en")
+    assert draft["example"] >= 0
+    assert "draft says work is under way (our billing team is reviewing)" in draft["flags"]
 
 
 def test_a_language_models_draft_has_its_slots_filled_and_the_rest_flagged():

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ANGRY", "AVAILABILITY", "AVOIDED", "CLAUSE_BREAK", "CONTACT_DETAILS", "CRASH",
-           "FIRST_PERSON_BE", "GUARDING", "LAWYER", "LEGAL", "MINIMAL", "NEGATED", "NEGATIVE",
-           "NOT_NEEDED", "NOT_SECURITY", "OUTAGE", "PERSON", "PLANNED", "PRICES", "PROMISES", "SECURITY", "SECURITY_ACT",
-           "STRONGER", "SUE", "WHEN"]
+__all__ = ["ALREADY_DONE", "ANGRY", "AVAILABILITY", "AVOIDED", "CLAUSE_BREAK", "CONTACT_DETAILS", "CRASH",
+           "FIRST_PERSON_BE", "GUARDING", "LAWYER", "LEGAL", "LINK", "MINIMAL", "NEGATED",
+           "NEGATIVE", "NOT_NEEDED", "NOT_SECURITY", "OUTAGE", "PERSON", "PLANNED",
+           "PRICES", "PROMISES", "SECURITY", "SECURITY_ACT", "STRONGER", "SUE",
+           "UNDER_WAY", "UNNAMED_PHONE", "UNNAMED_PLACES", "WHEN"]
 
 _I = re.IGNORECASE
 
@@ -472,6 +473,13 @@ PROMISES = {
         r"\b(?:shortly|soon|as soon as possible|asap)\b",
         r"\b(?:we|we'll|we will|our (?:\w+ )?(?:team|agents?|staff|support)|someone|a technician)\b[^.!?]{0,40}"
         r"\b(?:immediately|right away)\b",
+        # "quickly" only where it is what we will do ("so that we can find it quickly"
+        # is a reason, not a promise)
+        r"\b(?:we|our (?:\w+ )?team)(?:'ll| will| are going to| is going to)\b[^.!?]{0,40}"
+        r"\b(?:quickly|swiftly)\b",
+        r"\b\w+remos\b[^.!?]{0,40}\b(?:r[áa]pidamente|con rapidez|com rapidez)\b",
+        r"\bnous (?:allons |\w+rons )(?:\w+ ){0,3}rapidement\b",
+        r"\b(?:wir werden|werden wir) (?:\w+ ){0,4}(?:schnell|z[üu]gig)\b",
         r"\bin k[üu]rze\b", r"\bumgehend\b", r"\bschnellstm[öo]glich\b", r"\bbald\b",
         # pt "pronto" is also "ready" ("está pronto"): only the other uses count
         r"\bso schnell wie m[öo]glich\b", r"(?<!est[áa] )(?<!estão )(?<!ficou )(?<!ficará )\bpronto\b",
@@ -540,4 +548,88 @@ PROMISES = {
         r"\bpanne g[ée]n[ée]rale\b", r"\bincident en cours\b",
         r"\binterrup[çc][ãa]o (?:conhecida|geral)\b", r"\bfora do ar\b"),
 }
+
+# a copied answer that says someone is already on it: nobody is, until a person picks
+# the ticket up (the bundled templates say what happens next, which the job does make
+# true: the ticket goes to its category's queue)
+UNDER_WAY = _any(
+        r"\b(?:we are|we're|we have been|i am|i'm|(?:our|the) (?:\w+ )?(?:team|technicians?|engineers?|"
+        r"staff|specialists?|department) (?:is|are|has been|have been))(?: \w+){0,2} (?:currently )?"
+        r"(?:investigating|looking into|analy[sz]ing|working on|reviewing|examining|checking|"
+        r"addressing|prioriti[sz]ing|escalating|handling)\b",
+        r"\b(?:we|i)(?:'ll| will) (?:\w+ )?(?:investigate|look into|analy[sz]e|escalate|prioriti[sz]e)\b",
+        r"\b(?:has|have) been (?:escalated|forwarded|assigned|prioriti[sz]ed)\b",
+        r"\bwir (?:\w+ ){0,2}(?:untersuchen|pr[üu]fen|analysieren|bearbeiten|arbeiten an|k[üu]mmern uns)\b",
+        r"\b(?:unser|das) (?:\w+ )?team (?:\w+ ){0,2}(?:untersucht|pr[üu]ft|analysiert|bearbeitet|arbeitet)\b",
+        r"\b(?:wurde|wurden|ist) (?:\w+ ){0,2}(?:eskaliert|weitergeleitet|priorisiert)\b",
+        r"\bestamos (?:\w+ )?(?:investigando|revisando|analizando|trabajando en|examinando|priorizando|"
+        r"atendiendo|verificando)\b",
+        r"\b(?:nuestro|el) equipo (?:\w+ ){0,2}(?:est[áa] (?:\w+ )?(?:investigando|revisando|analizando|"
+        r"trabajando|priorizando)|investiga|revisa|analiza)\b",
+        r"\b(?:ha sido|fue) (?:escalad[oa]|priorizad[oa]|asignad[oa])\b",
+        r"\bnous (?:\w+ ){0,2}(?:examinons|enqu[êe]tons|analysons|travaillons sur|v[ée]rifions|"
+        r"traitons|(?:sommes )?en train d)\b",
+        r"\bnotre [ée]quipe (?:\w+ ){0,2}(?:examine|analyse|travaille|enqu[êe]te|traite)\b",
+        r"\ba (?:[ée]t[ée] )?(?:escalad[ée]e?|transmise? [àa] l'[ée]quipe|prioris[ée]e?)\b",
+        r"\bestamos (?:\w+ )?(?:investigando|analisando|verificando|trabalhando n|revisando|priorizando|"
+        r"examinando)\w*\b",
+        r"\b(?:nossa|a) equipe (?:\w+ ){0,2}(?:est[áa] (?:\w+ )?(?:investigando|analisando|verificando|"
+        r"trabalhando|priorizando)|investiga|analisa|verifica)\b",
+        r"\b(?:atualizaremos|informaremos|avisaremos) (?:voc[êe]|o senhor|a senhora)\b",
+        r"\b(?:foi|ser[áa]) (?:escalad[oa]|priorizad[oa])\b",
+        r"\b(?:le )?(?:actualizaremos|informaremos|mantendremos al tanto)\b",
+        r"\bnous vous tiendrons au courant\b", r"\bnous reviendrons\b",
+        r"\b(?:we are|we're|(?:our|the) (?:\w+ )?team is) (?:\w+ )?working (?:hard )?to (?:resolve|fix|restore|"
+        r"solve|correct)\b",
+        r"\bwir arbeiten (?:\w+ ){0,3}(?:an der (?:l[öo]sung|behebung)|daran)\b",
+        r"\bestamos trabajando para\b", r"\bnous travaillons (?:\w+ )?[àa] (?:r[ée]soudre|corriger|r[ée]tablir)\b",
+        r"\bestamos trabalhando para\b")
+
+# a copied answer that says the request is already carried out: it was, for another
+# customer
+ALREADY_DONE = _any(
+    r"(?<!if )(?<!when )(?<!whether )\b(?:your|the) (?:\w+ ){0,3}(?:request|order|refund|replacement|return|exchange|cancell?ation|"
+    r"change|update|application|claim|case) (?:\w+ ){0,4}(?:has been|was|is now) (?:\w+ )?(?:processed|approved|"
+    r"completed|cancell?ed|issued|done|resolved|updated|applied|scheduled|confirmed)\b",
+    r"\bwe (?:have|'ve) (?:\w+ )?(?:processed|approved|completed|cancell?ed|issued|updated|applied|"
+    r"scheduled|resolved|fixed)\b",
+    r"\b(?:ihre?|die|der|das) (?:\S+ ){0,7}(?:wurde|ist) (?:\w+ ){0,2}(?:bearbeitet|genehmigt|storniert|"
+    r"erledigt|abgeschlossen|veranlasst|ausgef[üu]hrt|aktualisiert|behoben)\b",
+    r"\bwir haben (?:\w+ ){0,4}(?:bearbeitet|genehmigt|storniert|erledigt|veranlasst|aktualisiert|behoben)\b",
+    r"\b(?:su|la|el) (?:\w+ ){0,4}(?:ha sido|fue|est[áa]) (?:\w+ )?(?:procesad[oa]|aprobad[oa]|cancelad[oa]|"
+    r"completad[oa]|resuelt[oa]|actualizad[oa]|confirmad[oa])\b",
+    r"\bhemos (?:\w+ )?(?:procesado|aprobado|cancelado|completado|resuelto|actualizado|emitido)\b",
+    r"\b(?:votre|la|le) (?:\w+ ){0,4}(?:a [ée]t[ée]|est) (?:\w+ )?(?:trait[ée]e?|approuv[ée]e?|annul[ée]e?|"
+    r"effectu[ée]e?|r[ée]solue?|mise? [àa] jour|confirm[ée]e?)\b",
+    r"\bnous avons (?:\w+ )?(?:trait[ée]|approuv[ée]|annul[ée]|effectu[ée]|r[ée]solu|mis [àa] jour)\b",
+    r"\b(?:sua|seu|a|o) (?:\w+ ){0,4}(?:foi|est[áa]) (?:\w+ )?(?:processad[oa]|aprovad[oa]|cancelad[oa]|"
+    r"conclu[íi]d[oa]|resolvid[oa]|atualizad[oa]|confirmad[oa])\b",
+    r"\b(?:n[óo]s )?(?:processamos|aprovamos|cancelamos|conclu[íi]mos|resolvemos|atualizamos)\b")
+
+# -- where a draft sends the customer ----------------------------------------------
+
+UNNAMED_PLACES = _any(
+    # "visit our website", "the link below": the example's page, which this draft does
+    # not give; a person must add it (or the draft must not point there)
+    r"\b(?:visit|check|see|go to|use|through|via|on|at|from|in) (?:our|the) (?:official )?(?:web ?site|"
+    r"site|web page|support (?:page|site|portal|center|centre)|help (?:center|centre|page)|"
+    r"service (?:center|centre)(?: website)?|portal|knowledge ?base|faq|online store|store)\b",
+    r"\b(?:the|this|a) link (?:below|above|provided|attached|here)\b", r"(?<!not )\bclick (?:here|the link)\b",
+    r"\b(?:unsere[rnm]?|die) (?:web ?site|webseite|homepage|internetseite|support-?seite|hilfeseite|"
+    r"servicecenter|service-?center|portal|wissensdatenbank|faq)\b", r"\b(?:folgenden|unten stehenden) link\b",
+    r"\b(?:nuestro|nuestra|el|la) (?:sitio web|p[áa]gina web|web|portal|centro de (?:servicio|ayuda|soporte)|"
+    r"base de conocimientos|tienda en l[íi]nea)\b", r"\b(?:el|este) enlace\b",
+    r"\b(?:notre|le) (?:site(?: web| internet)?|portail|centre (?:de service|d'aide|de support)|"
+    r"page d'aide|base de connaissances|faq)\b", r"\b(?:le|ce) lien\b",
+    r"\b(?:nosso|nossa|o) (?:site|website|portal|p[áa]gina|centro de (?:servi[çc]o|ajuda|suporte)|"
+    r"central de ajuda|base de conhecimento)\b", r"\b(?:o|este) link\b")
+
+UNNAMED_PHONE = _any(
+    r"\b(?:call|phone|ring) (?:us|our (?:\w+ )?(?:team|line|hotline|support))\b", r"\bour (?:hotline|phone line|helpline)\b",
+    r"\brufen sie uns\b", r"\b(?:unsere[rn]?|die) (?:hotline|telefonnummer|servicenummer)\b",
+    r"\bll[áa]m(?:enos|anos|e a|a a)\b", r"\bnuestra l[íi]nea\b", r"\bnuestro tel[ée]fono\b",
+    r"\b(?:appelez|contactez)-nous par t[ée]l[ée]phone\b", r"\bappelez-nous\b", r"\bnotre (?:hotline|num[ée]ro)\b",
+    r"\bligue(?:-nos| para n[óo]s)\b", r"\bnossa (?:linha|central telef[ôo]nica)\b")
+
+LINK = re.compile(r"\bhttps?://\S+|\bwww\.\S+|\b[\w-]+\.(?:com|org|net|io|de|es|fr|pt|br)\b", _I)
 

@@ -18,18 +18,23 @@ example's stood.
 
 Every draft is checked by :func:`draft_promises`: a draft that promises money (a refund,
 a credit, a price), a time ("within 5 business days", "tomorrow"), contact (a call, a
-visit) or announces an outage must be read by a person before it is sent.
+visit) or announces an outage must be read by a person before it is sent; and a copied
+answer by :func:`borrowed_claims`: one that says work is under way ("our team is
+investigating"), says the request is already carried out, or sends the customer to a page or a phone line it does not give ("visit
+our website") held for its own ticket, not this one.
 """
 
 from __future__ import annotations
 
 import re
 
-from ._patterns import PROMISES
+from ._patterns import (ALREADY_DONE, CONTACT_DETAILS, LINK, PROMISES, UNDER_WAY, UNNAMED_PHONE,
+                        UNNAMED_PLACES)
 
-__all__ = ["TEMPLATE_CATEGORIES", "draft_promises", "fill_placeholders", "foreign_identifiers",
+__all__ = ["TEMPLATE_CATEGORIES", "borrowed_claims", "draft_promises", "fill_placeholders", "foreign_identifiers",
            "personal_greeting", "placeholders", "references", "request_mismatches",
-           "signature_name", "swap_references", "template_reply", "typed_references"]
+           "signature_name", "swap_references", "template_reply", "typed_references",
+           "borrowed_claims"]
 
 # Per language: greeting with and without a name, the reference sentence, the closing,
 # and per category (acknowledge, what happens next, what we need).
@@ -519,6 +524,44 @@ def draft_promises(draft: str) -> list[str]:
             verb = "announces" if what == "an outage" else "promises"
             out.append(f"draft {verb} {what} ({' '.join(match.group(0).lower().split())})")
     return out
+
+
+def borrowed_claims(answer: str) -> list[str]:
+    """What a copied answer says that held for its own ticket and nobody has checked
+    for this one: that work is under way ("our team is investigating", "estamos
+    revisando") or already done ("your request has been processed", "wurde
+    bearbeitet"), a page it sends the customer to without giving it ("visit our
+    website", "the link below", no address in the answer), a phone call it asks for
+    without a number ("call us"). A person must make it true or take it out.
+
+    Args:
+        answer: the copied reply text (any of the five languages).
+
+    Returns:
+        reasons such as ``"draft says work is under way (estamos revisando)"`` or
+        ``"draft points to a page it does not give (visit our website)"`` (empty:
+        nothing of the kind).
+    """
+    out = []
+    under_way = UNDER_WAY.search(answer)
+    if under_way:
+        out.append(f"draft says work is under way ({_said(under_way)})")
+    done = ALREADY_DONE.search(answer)
+    if done:
+        out.append(f"draft says it is already done ({_said(done)})")
+    page = UNNAMED_PLACES.search(answer)
+    if page and not LINK.search(answer):
+        out.append(f"draft points to a page it does not give ({_said(page)})")
+    phone = UNNAMED_PHONE.search(answer)
+    if phone and not CONTACT_DETAILS.search(answer):
+        out.append(f"draft asks for a call without a number ({_said(phone)})")
+    return out
+
+
+def _said(match: re.Match[str]) -> str:
+    """The matched words, lower case, clipped to 60 characters for a reason."""
+    words = " ".join(match.group(0).lower().split())
+    return words if len(words) <= 60 else words[:59].rsplit(" ", 1)[0] + "…"
 
 
 # -- does the example's request match the ticket's? ------------------------------------

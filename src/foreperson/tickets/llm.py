@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from .drafts import fill_placeholders
+from .drafts import borrowed_claims, fill_placeholders
 from .language import detect_language, dominant_language
 from .model import Classification, Example, Triage, triage
 from .triage import draft_promises
@@ -83,7 +83,8 @@ class LlmTicketModel:
     def draft(self, text: str, category: str, language: str = "") -> dict[str, Any]:
         """A draft reply written by the model, shown the nearest answered example, its
         template slots filled from the ticket (:func:`~.drafts.fill_placeholders`);
-        ``flags`` lists the slots left and what it promises (money, a time, contact),
+        ``flags`` lists the slots left, what it promises (money, a time, contact) and
+        what it claims unchecked (work under way, a page it does not give),
         for a human to confirm."""
         hint = ""
         if self._nearest is not None:
@@ -97,7 +98,7 @@ class LlmTicketModel:
         flags = ([f"draft has placeholders to fill in ({', '.join(unfilled[:3])})"]
                  if unfilled else [])
         return {"draft_reply": draft, "similarity": None, "example": -1,
-                "flags": flags + draft_promises(draft)}
+                "flags": flags + draft_promises(draft) + borrowed_claims(draft)}
 
     def triage(self, text: str, result: Classification, draft_flags: Sequence[str] = (),
                *, min_confidence: float | None = None) -> Triage:

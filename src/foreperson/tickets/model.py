@@ -53,6 +53,7 @@ from ._classifier import Features, LinearClassifier
 from ._tfidf import Similarities
 from .drafts import (
     TEMPLATE_CATEGORIES,
+    borrowed_claims,
     fill_placeholders,
     foreign_identifiers,
     personal_greeting,
@@ -535,7 +536,7 @@ class TicketModel:
                          + ")")
         if unfilled:
             flags.append("draft has placeholders to fill in (" + ", ".join(unfilled[:3]) + ")")
-        flags += draft_promises(answer)
+        flags += draft_promises(answer) + borrowed_claims(answer)
         return {"draft_reply": answer, "similarity": round(similarity, 4), "example": index,
                 "language": language, "flags": flags}
 

@@ -1,0 +1,162 @@
+"""Are the drafts the job leaves unflagged sendable? A review sheet and its score.
+
+The job copies the answer of a similar labelled example and flags a draft that needs a
+person (issue 23, item 1). This script splits a labelled export into examples and two
+held-out sets of tickets, runs ``foreperson tickets`` on one of them with the rest as
+``--examples``, and writes the drafts it left unflagged as a review sheet: each ticket's
+subject and body beside its draft, nothing of the rules or flags. A reviewer who has not
+seen the rules marks every draft ``send`` (sendable as it is), ``edit`` (needs edits) or
+``never`` (must not be sent); ``score`` counts the marks.
+
+    python benchmarks/eval_drafts.py sheet ../shared/data/helpdesk/dataset-v3_27_3-big-release.json \\
+        --split test --limit 40 --out review/
+    # the reviewer fills review/verdicts.jsonl: {"n": 1, "verdict": "send", "why": "..."}
+    python benchmarks/eval_drafts.py score review/
+
+Rows are split into ten folds by a hash of their id (the same on every machine). Each
+fold's tickets are drafted with the other nine folds as examples. ``dev`` is fold 8, the
+one looked at while working on the rules; ``test`` is the nine others, for the reviewer
+only (``--limit`` draws a random sample of their unflagged drafts). Output: the unflagged
+share, and with verdicts the share of unflagged drafts in each mark. Targets (issue 23):
+0 ``never``, >= 70 % ``send``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+VERDICTS = ("send", "edit", "never")
+
+
+def fold_of(row_id: Any) -> int:
+    """The fold (0..9) of a row id: by a hash, so the same on every machine."""
+    return int(hashlib.sha256(str(row_id).encode()).hexdigest()[:8], 16) % 10
+
+
+DEV_FOLD = 8
+"""The fold looked at while working on the rules; ``test`` never includes it."""
+
+
+def write_fold(rows: list[dict[str, Any]], fold: int, folder: Path) -> dict[str, Path]:
+    """``examples.json`` (every row outside ``fold``, with answers) and
+    ``tickets.json`` (the fold's rows without answers) in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    held = [{"id": r["id"], "subject": r.get("subject") or "", "body": r["body"]}
+            for r in rows if fold_of(r["id"]) == fold]
+    paths = {"examples": folder / "examples.json", "tickets": folder / "tickets.json"}
+    paths["examples"].write_text(json.dumps([r for r in rows if fold_of(r["id"]) != fold],
+                                            ensure_ascii=False), encoding="utf-8")
+    paths["tickets"].write_text(json.dumps(held, ensure_ascii=False), encoding="utf-8")
+    return paths
+
+
+def run_job(paths: dict[str, Path], folder: Path) -> list[dict[str, Any]]:
+    """Run the ticket job on the fold's tickets with the examples; its result lines."""
+    out = folder / "results.jsonl"
+    for stale in (out, folder / "tasks.db"):
+        stale.unlink(missing_ok=True)
+    command = ["foreperson", "tickets", str(paths["tickets"]), "--examples",
+               str(paths["examples"]), "--out", str(out), "--db", str(folder / "tasks.db"),
+               "--no-progress"]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"the job failed (exit {done.returncode}):\n{done.stderr or done.stdout}")
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+def sheet(args: argparse.Namespace) -> None:
+    """Write ``review.md`` (for the reviewer) and ``key.json`` (ticket ids) to --out."""
+    folder = Path(args.out)
+    rows = json.loads(Path(args.source).read_text(encoding="utf-8"))
+    tickets = {str(r["id"]): r for r in rows}
+    folds = [DEV_FOLD] if args.split == "dev" else [f for f in range(10) if f != DEV_FOLD]
+    results: list[dict[str, Any]] = []
+    for fold in folds:
+        results += run_job(write_fold(rows, fold, folder / f"fold-{fold}"), folder / f"fold-{fold}")
+    unflagged = [r for r in results if not r["needs_human"]]
+    random.Random(args.seed).shuffle(unflagged)
+    chosen = unflagged[:args.limit] if args.limit else unflagged
+    lines = ["# Drafts to review", "",
+             "For each ticket below, read the customer's message and the reply drafted for "
+             "it, and judge the reply as a support lead would before it goes out unchanged:",
+             "", "- `send`: correct and complete enough to send as it is;",
+             "- `edit`: on the right subject but needs changes before sending (vague, "
+             "incomplete, an unsupported claim, a detail to fix);",
+             "- `never`: must not be sent (answers another request, wrong facts, misleading, "
+             "could cause harm).", "",
+             "Write one JSON line per ticket to `verdicts.jsonl` in this folder: "
+             '`{"n": 1, "verdict": "send", "why": "one sentence"}`.', ""]
+    for n, result in enumerate(chosen, 1):
+        ticket = tickets[str(result["id"])]
+        lines += [f"## {n}", "", f"**Subject:** {ticket['subject'] or '(none)'}", "",
+                  "**Customer:**", "", _quoted(ticket["body"]), "", "**Drafted reply:**", "",
+                  _quoted(result["draft_reply"]), ""]
+    (folder / "review.md").write_text("\n".join(lines), encoding="utf-8")
+    (folder / "key.json").write_text(json.dumps(
+        [{"n": n, "id": r["id"], "category": r["category"]} for n, r in
+         enumerate(chosen, 1)], indent=1), encoding="utf-8")
+    print(json.dumps({"split": args.split, "tickets": len(results),
+                      "unflagged": len(unflagged),
+                      "unflagged_share": round(len(unflagged) / max(len(results), 1), 3),
+                      "to_review": len(chosen), "sheet": str(folder / "review.md")}))
+
+
+def _quoted(text: str) -> str:
+    return "\n".join("> " + line for line in text.splitlines())
+
+
+def score(args: argparse.Namespace) -> None:
+    """Count the reviewer's verdicts in ``verdicts.jsonl``."""
+    folder = Path(args.folder)
+    key = json.loads((folder / "key.json").read_text("utf-8"))
+    verdicts = {}
+    for number, line in enumerate((folder / "verdicts.jsonl").read_text("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if row.get("verdict") not in VERDICTS:
+            sys.exit(f"verdicts.jsonl:{number}: verdict must be one of {', '.join(VERDICTS)}")
+        verdicts[int(row["n"])] = row
+    missing = [k["n"] for k in key if k["n"] not in verdicts]
+    counts = Counter(v["verdict"] for v in verdicts.values())
+    total = sum(counts.values())
+    report = {"judged": total, "missing": missing,
+              **{v: counts[v] for v in VERDICTS},
+              **{f"{v}_share": round(counts[v] / max(total, 1), 3) for v in VERDICTS},
+              "met": counts["never"] == 0 and counts["send"] >= 0.7 * total and not missing}
+    print(json.dumps(report))
+    for n in sorted(verdicts):
+        if verdicts[n]["verdict"] != "send":
+            ticket = next(k for k in key if k["n"] == n)
+            print(f"  {n} (id {ticket['id']}): {verdicts[n]['verdict']}: "
+                  f"{verdicts[n].get('why', '')}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    make = commands.add_parser("sheet", help="run the job and write the review sheet")
+    make.add_argument("source", help="a labelled export: a JSON list with id, subject, body, "
+                                     "answer and a label column")
+    make.add_argument("--split", choices=("dev", "test"), default="dev")
+    make.add_argument("--out", required=True, help="folder for the split, results and sheet")
+    make.add_argument("--limit", type=int, default=0, help="review at most this many (0: all)")
+    make.add_argument("--seed", type=int, default=23)
+    make.set_defaults(run=sheet)
+    judge = commands.add_parser("score", help="count verdicts.jsonl in a sheet's folder")
+    judge.add_argument("folder")
+    judge.set_defaults(run=score)
+    args = parser.parse_args()
+    args.run(args)
+
+
+if __name__ == "__main__":
+    main()
