@@ -65,3 +65,16 @@ def test_the_charts_name_the_three_numbers(tmp_path):
         assert title in text
     assert "busy-worker" in render_charts(samples, width=100, height=60, colorless=True)
     store.close()
+
+
+def test_with_no_activity_the_axes_start_at_zero_and_time_is_labelled(tmp_path):
+    store = SqliteStore(tmp_path / "idle.db")
+    samples = Samples()
+    for _ in range(3):                      # an empty store: every series is all zeros
+        samples.add(store.stats())
+    text = render_charts(samples, width=80, height=33, colorless=True)
+    ticks = [line.split("┤", 1)[0].strip() for line in text.splitlines() if "┤" in line]
+    assert ticks and all(float(t) >= 0 for t in ticks)           # no -1..1 around a flat 0
+    assert {float(t) for t in ticks} >= {0.0, 1.0}
+    assert text.count("seconds since the watch started") == 1     # under the shared x axis
+    store.close()

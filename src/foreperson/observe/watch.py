@@ -93,6 +93,12 @@ def render_charts(samples: Samples, *, width: int = 100, height: int = 36,
         sub.title(title)
         for name, values in (series or {"none": [0] * len(x)}).items():
             sub.draw(sub.signal(x, values or [0] * len(x)).lines().label(name))
+        # counts and ages are never negative: the y axis starts at 0, and with no
+        # activity yet it spans 0..1 (plotext would centre a flat line on -1..1)
+        top = max((v for values in series.values() for v in values), default=0)
+        sub.ruler("y").lim(0, top if top > 0 else 1)
+    # the three share their x axis: one label, under the last, keeps the others' rows
+    fig.subplot(len(charts), 1).label("seconds since the watch started", axis="x")
     fig.plot_size(width, height)
     return str(fig.build().string(colorless=colorless))
 
