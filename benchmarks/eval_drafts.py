@@ -8,7 +8,8 @@ subject and body beside its draft, nothing of the rules or flags. A reviewer who
 seen the rules marks every draft ``send`` (sendable as it is), ``edit`` (needs edits) or
 ``never`` (must not be sent); ``score`` counts the marks.
 
-    python benchmarks/eval_drafts.py sheet ../shared/data/helpdesk/dataset-v3_27_3-big-release.json \\
+    python benchmarks/eval_drafts.py sheet \\
+        ../shared/data/helpdesk/dataset-v3_27_3-big-release.json \\
         --split test --limit 40 --out review/
     # the reviewer fills review/verdicts.jsonl: {"n": 1, "verdict": "send", "why": "..."}
     python benchmarks/eval_drafts.py score review/

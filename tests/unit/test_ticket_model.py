@@ -25,6 +25,9 @@ def model():
     return TicketModel(bundled_examples())
 
 
+BILLING_DE = "Danke. Die Positionen des Betrags stehen unter Konto > Rechnungen."
+
+
 def labelled(n: int = 10) -> list[Example]:
     """Two well separated labels in English and German, each with answers."""
     out = []
@@ -37,7 +40,7 @@ def labelled(n: int = 10) -> list[Example]:
                     "Technical", "Please update the app and tell us the version you use.",
                     language="en"),
             Example(f"Meine Rechnung {i} hat einen falschen Betrag, bitte die Rechnung prüfen",
-                    "Billing", "Danke. Die Positionen des Betrags stehen unter Konto > Rechnungen.", language="de"),
+                    "Billing", BILLING_DE, language="de"),
             Example(f"Die App stürzt ab, wenn ich den Bericht {i} öffne", "Technical",
                     "Bitte aktualisieren Sie die App und nennen Sie uns die Version.",
                     language="de"),
@@ -106,7 +109,7 @@ def test_with_examples_the_draft_is_the_nearest_answer_of_the_same_label_and_lan
     draft = model.draft("Meine Rechnung hat einen falschen Betrag", "Billing", "de")
     example = model.examples[draft["example"]]
     assert (example.category, example.language) == ("Billing", "de")
-    assert draft["draft_reply"] == "Danke. Die Positionen des Betrags stehen unter Konto > Rechnungen."
+    assert draft["draft_reply"] == BILLING_DE
     assert draft["flags"] == []
 
 

@@ -288,3 +288,60 @@ def test_leaks_of_data_are_still_security(text):
 ])
 def test_praise_raises_nothing(text):
     assert ticket_signals(text, "en") == []
+
+
+# -- real complaints that raised a signal (issue 23, item 4) --------------------------
+
+@pytest.mark.parametrize(("text", "language", "signal"), [
+    ("Thanks for fixing the outage so quickly yesterday, I was back online before dinner.",
+     "en", "outage"),
+    ("Gracias por resolver la caída del servicio tan rápido ayer.", "es", "outage"),
+    ("Obrigado por resolverem a queda do sistema tão rápido ontem.", "pt", "outage"),
+    ("Houve um vazamento de óleo no motor e ficamos duas horas parados na pista.", "pt",
+     "security"),
+    ("There was an engine leak on the tarmac and we sat on the plane for two hours.", "en",
+     "security"),
+    ("O novo app está incrível, nunca cai e é super fácil de usar!!!", "pt", "angry customer"),
+    ("The new app is AMAZING, never down once, thank you!!!", "en", "angry customer"),
+])
+def test_praise_a_past_fix_and_leaks_of_oil_raise_nothing(text, language, signal):
+    assert signal not in names(text, language)
+
+
+def _eager_legal_model() -> SignalModel:
+    """A model taught that disappointment is legal: what the evidence rule must stop."""
+    rows = ([{"text": f"I am very disappointed with your service {i}", "signals": ["legal"]}
+             for i in range(6)]
+            + [{"text": f"my lawyer will contact you about case {i}", "signals": ["legal"]}
+               for i in range(6)]
+            + [{"text": f"the website is down again {i}", "signals": ["outage"]}
+               for i in range(6)]
+            + [{"text": f"someone hacked my account {i}", "signals": ["security"]}
+               for i in range(6)]
+            + [{"text": f"this is outrageous {i}", "signals": ["angry customer"]}
+               for i in range(6)]
+            + [{"text": f"please let me talk to a manager {i}", "signals": ["asks for a person"]}
+               for i in range(6)]
+            + [{"text": f"thanks, the parcel arrived {i}", "signals": []} for i in range(12)])
+    return SignalModel(rows)
+
+
+def test_a_learned_legal_signal_needs_a_legal_act_or_actor():
+    model = _eager_legal_model()
+    plain = "I am very disappointed with your service."
+    assert model.probabilities(plain)["legal"] >= 0.7           # the model alone would flag it
+    assert model.signals(plain, "en", ["legal"]) == []          # no lawyer, court, regulator
+    reported = "I am very disappointed with your service and reported you to the TIO."
+    assert [s.name for s in model.signals(reported, "en", ["legal"])] == ["legal"]
+    to_court = ("Estoy muy decepcionado; lo llevo a juicio. "
+                "I am very disappointed with your service.")
+    assert [s.name for s in model.signals(to_court, "es", ["legal"])] == ["legal"]
+
+
+@pytest.mark.parametrize(("text", "language"), [
+    ("I have now referred this to the Financial Ombudsman Service.", "en"),
+    ("Ich habe den Fall an die Datenschutzbehörde gemeldet.", "de"),
+    ("Vou entrar no Juizado de Pequenas Causas contra vocês.", "pt"),
+])
+def test_a_regulator_or_small_claims_court_is_legal(text, language):
+    assert "legal" in names(text, language)

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ALREADY_DONE", "ANGRY", "AVAILABILITY", "AVOIDED", "CLAUSE_BREAK", "CONTACT_DETAILS", "CRASH",
-           "FIRST_PERSON_BE", "GUARDING", "LAWYER", "LEGAL", "LINK", "MINIMAL", "NEGATED",
-           "NEGATIVE", "NOT_NEEDED", "NOT_SECURITY", "OUTAGE", "PERSON", "PLANNED",
-           "PRICES", "PROMISES", "SECURITY", "SECURITY_ACT", "STRONGER", "SUE",
-           "UNDER_WAY", "UNNAMED_PHONE", "UNNAMED_PLACES", "WHEN"]
+__all__ = ["ALREADY_DONE", "ANGRY", "AVAILABILITY", "AVOIDED", "CLAUSE_BREAK",
+           "CONTACT_DETAILS", "CRASH", "FIRST_PERSON_BE", "GUARDING", "LAWYER", "LEGAL",
+           "LEGAL_ACT", "LINK", "MINIMAL", "NEGATED", "NEGATIVE", "NOT_NEEDED",
+           "NOT_SECURITY", "OUTAGE", "OUTAGE_PAST", "OUTAGE_SUBJECT", "PERSON", "PLANNED",
+           "PRAISE", "PRICES", "PROMISES", "REGULATOR", "SECURITY", "SECURITY_ACT",
+           "STRONGER", "SUE", "UNDER_WAY", "UNNAMED_PHONE", "UNNAMED_PLACES", "WHEN"]
 
 _I = re.IGNORECASE
 
@@ -180,7 +181,8 @@ SECURITY = {
                r"\bclon[ée]e?\b", r"\bune arnaque\s*\?", r"\blien (?:suspect|bizarre|frauduleux)\b",
                r"\bcheval de troie\b"),
     "pt": _any(r"\bhackead[oa]s?\b", r"\bhacker\w*", r"\bn[ãa]o autorizad[oa]s?\b",
-               r"\bvazamento\w*", r"\bfraude\w*", r"\bphishing\b", r"\bmalware\b",
+               r"\bvazamento\w*(?! (?:de |do |da )?(?:[óo]leo|combust[íi]vel|[áa]gua|g[áa]s|fluido|motor|querosene))",
+               r"\bfraude\w*", r"\bphishing\b", r"\bmalware\b",
                r"\bviola[çc][ãa]o de (?:dados|seguran[çc]a)\b", r"\bcomprometid[oa]s?\b",
                r"\binvadid[oa]s?\b", r"\bsem (?:a )?minha autoriza[çc][ãa]o\b",
                r"\broubo de (?:identidade|dados|conta)\b", r"\bfalha de seguran[çc]a\b",
@@ -200,12 +202,16 @@ LEGAL = {
                r"\b(?:report|complain\w*) (?:you )?to the (?:regulator|ombudsman|authorities|data protection authority)\b",
                r"\bconsumer protection (?:agency|office|authority)\b",
                r"\breport\w* (?:it|this|you|the matter) to (?:the )?(?:ico|ofcom|ofgem|fca|cma|ftc|fcc|trading standards|ombudsman|regulator)\b",
-               r"\b(?:complaint|complain) (?:with|to) the (?:fcc|ftc|cfpb|bbb|better business bureau|ombudsman|regulator)\b"),
+               r"\b(?:complaint|complain) (?:with|to) the (?:fcc|ftc|cfpb|bbb|better business bureau|ombudsman|regulator)\b",
+               r"\b(?:referred|reported|escalated|taken|sent|forwarded) (?:it |this |the (?:matter|case|complaint) |my complaint )?"
+               r"to (?:the )?(?:\w+ ){0,2}(?:ombudsman|regulator|authorit(?:y|ies))\b"),
     "de": _any(r"\bklage\b", r"\bverklagen\b",
                r"\bverklage\b", r"\b(?:vor|zum|ans|zu|das) gericht\b", r"\bgerichtlich\w*",
                r"\bgerichtsverfahren\b", r"\bamtsgericht\b", r"\brechtliche schritte\b", r"\bjuristische schritte\b",
                r"\bverbraucherzentrale\b", r"\babmahnung\b", r"\bbundesnetzagentur\b",
-               r"\bschlichtungsstelle\b"),
+               r"\bschlichtungsstelle\b",
+               r"\b(?:an|bei) (?:die|der) (?:\w+ )?\w*beh[öo]rde (?:\w+ ){0,3}(?:gemeldet|melden|beschwer\w*|"
+               r"eingereicht|einschalten|eingeschaltet)"),
     "es": _any(r"\bdemanda judicial\b",
                r"\b(?:presentar[ée]?|presentaremos|interponer|interpondr[ée]|pondr[ée]) (?:una )?demanda\b",
                r"\bdemandar(?:[ée]|emos|les|los)?\b", r"\bacciones? legal(?:es)?\b",
@@ -218,6 +224,7 @@ LEGAL = {
                r"\bune action en justice\b", r"\b60 millions de consommateurs\b",
                r"\bassociation de consommateurs\b"),
     "pt": _any(r"\bprocesso judicial\b", r"\ba[çc][ãa]o judicial\b",
+               r"\bjuizado\b", r"\bpequenas causas\b",
                r"\b(?:vou|vamos|irei|iremos) processar\b", r"\bprocessar (?:voc[êe]s|a empresa)\b",
                r"\bprocessarei\b", r"\bprocessaremos\b",
                r"\bmedidas (?:legais|judiciais)\b", r"\btribuna(?:l|is)\b",
@@ -358,6 +365,74 @@ NOT_SECURITY = _any(
     r"\bleaky\b", r"\bleaking (?:roof|pipe|tap|window|seat|bottle|bag)\b",
     r"\b(?:took|taken|grabbed|picked up) (?:my|our|the) (?:bag|bags|luggage|suitcase|seat|parcel|"
     r"package|spot|place)\b", r"\bfrom the (?:carousel|belt|baggage claim)\b")
+# what a learned legal signal needs in its ticket, as the patterns do: a legal act or
+# actor (a lawyer, a court, a judge, a regulator or ombudsman, a formal complaint, the
+# police); a plain complaint or a demand for compensation is not a legal matter
+LEGAL_ACT = _any(
+    r"\b(?:lawyers?|attorneys?|solicitors?|counsel|legal\w*|law(?:suits?)?|courts?|judges?|sue|suing|"
+    r"sued|litigat\w*|tribunals?|ombuds\w*|regulat\w*|authorit(?:y|ies)|commission\w*|commissioner\w*|"
+    r"trading standards|small[- ]claims|police|consumer (?:protection|rights|council|association|body)|"
+    r"formal complaint|lodged a complaint|complaint with|dispute)\b",
+    r"\b(?:\w*anw[äa]lt\w*|gericht\w*|richter\w*|klage\w*|verklag\w*|recht\w*|juristisch\w*|"
+    r"schlichtung\w*|beh[öo]rde\w*|\w*beauftragt\w*|\w*ombuds\w*|verbraucherzentrale|"
+    r"bundesnetzagentur|bafin|datenschutz\w*|dsgvo|polizei|anzeige|abmahnung|beschwerde (?:bei|eingereicht)|"
+    r"s[öo]p)\b",
+    r"\b(?:abogad\w*|tribunal\w*|juzgado\w*|juez\w*|juicio\w*|demanda\w*|demandar\w*|denuncia\w*|"
+    r"legal\w*|jur[íi]dic\w*|consumo|omic|ocu|facua|condusef|profeco|sernac|autoridad\w*|agencia\w*|"
+    r"oficina de atenci[óo]n|polic[íi]a|reclamaci[óo]n (?:formal|ante)|queja (?:en|ante)|hoja de "
+    r"reclamaciones|arbitraje)\b",
+    r"\b(?:avocats?|tribunal\w*|juges?|justice|juridique\w*|judiciaire\w*|l[ée]ga\w*|plainte|"
+    r"proc[èe]s|m[ée]diat\w*|poursui\w*|saisir\w*|signalement|dgccrf|cnil|arcep|police|gendarmerie|"
+    r"mise en demeure|associations? de consommateurs)\b",
+    r"\b(?:advogad\w*|processo\w*|processar\w*|justi[çc]a|ju[íi]z\w*|jur[íi]dic\w*|judicia\w*|"
+    r"tribuna\w*|legais|legal|procon|anpd|anacom|anatel|erse|deco|juizado|pequenas causas|reclame aqui|"
+    r"pol[íi]cia|den[úu]ncia|queixa|livro de reclama[çc][õo]es|comiss[ãa]o nacional|consumidor)\b")
+
+# a regulator by its short name ("reported you to the TIO", "escalate my complaint to
+# Ofcom", "the CAA will be hearing about it"): case-sensitive, after a word of reporting
+REGULATOR = re.compile(
+    r"\b(?:to|with|bei|an|à|ante|na|no|at|saisir(?:ai|ons)?) (?:the |die |der |den |l'|la |a |o )?"
+    r"(?:[A-Z]{2,8}|[A-Z][a-z]+[A-Z]\w*|Of[a-z]{3})\b(?![ .-]?\d)|\b[A-Z]{2,8} will be hearing\b")
+
+# what a learned outage signal needs in its ticket: something that can be down or out (a
+# service, a system, a connection, power or water); the food or a seat cannot
+OUTAGE_SUBJECT = _any(
+    r"\b(?:apps?|application|site|website|web|page|portal|servers?|system\w*|services?|network|internet|"
+    r"wi-?fi|broadband|fib(?:re|er)|router|connection|connectivity|signal|coverage|data|login|log in|"
+    r"sign in|platform|api|database|email|e-mail|cloud|vpn|dashboard|checkout|online|offline|outage|"
+    r"down|dead|line|lines|phones?|mobile|payments?|pay|atm|banking|power|electricity|lights|gas|water|"
+    r"files?|ransomware)\b",
+    r"\b(?:seite|webseite|server|dienst\w*|netz\w*|internet\w*|verbindung|empfang|anmeldung|plattform|"
+    r"datenbank|system\w*|st[öo]rung\w*|ausfall\w*|leitung\w*|telefon\w*|festnetz|handy|router|"
+    r"zahlung\w*|online|erreichbar|strom|wasser|gas|tot|nix geht|nichts geht|\w*shop|startseite)\b",
+    r"\b(?:aplicaci[óo]n|app|p[áa]gina|sitio|web|servidor\w*|sistema\w*|servicio\w*|red|internet|fibra|"
+    r"conexi[óo]n|se[ñn]al|cobertura|plataforma|base de datos|correo|l[íi]nea|tel[ée]fono|m[óo]vil|datos|"
+    r"pag(?:ar|os?)|ca[íi]d[oa]|luz|agua|gas|electricidad)\b",
+    r"\b(?:appli\w*|site|serveur\w*|syst[èe]me\w*|service\w*|r[ée]seau|internet|connexion|"
+    r"plateforme|messagerie|ligne|t[ée]l[ée]phone|natel|capte|box|fibre|paiements?|panne\w*|coupure\w*|"
+    r"en ligne|courant|[ée]lectricit[ée]|gaz|eau|caisse|ran[çc]on)\b",
+    r"\b(?:aplicativo|app|site|servidor\w*|sistema\w*|servi[çc]o\w*|rede|net|internet|fibra|"
+    r"conex[ãa]o|sinal|plataforma|linha|telefone|telem[óo]vel|celular|dados|pagamentos?|caiu|"
+    r"fora do ar|luz|energia|[áa]gua|g[áa]s)\b")
+
+# a service praised for being back, or for never failing: not an outage now
+OUTAGE_PAST = _any(
+    r"\b(?:thanks?|thank you|grateful)\b[^.!?]{0,40}\b(?:fix|fixing|fixed|resolv\w*|restor\w*|sort\w*)\b",
+    r"\b(?:danke|vielen dank)\b[^.!?]{0,40}\b(?:behoben|behebung|gel[öo]st|repariert|wiederhergestellt)\w*",
+    r"\bgracias por (?:\w+ ){0,2}(?:resolver|solucionar|arreglar|restablecer|reparar)\b",
+    r"\bmerci (?:d'avoir|pour) (?:\w+ ){0,2}(?:r[ée]solu|r[ée]gl[ée]|r[ée]par[ée]|r[ée]tabli|corrig[ée])\w*",
+    r"\bobrigad[oa] por (?:\w+ ){0,2}(?:resolver\w*|corrigir\w*|consertar\w*|restabelecer\w*)",
+    r"\b(?:never|nunca|jamais|nie) (?:goes |go |went |is |est |ist )?(?:down|cai|cae|tombe|ausf[äa]llt|offline)\b")
+
+# praise: exclamation marks or capitals beside it are delight, not anger
+PRAISE = _any(
+    r"\b(?:amazing|awesome|fantastic|brilliant|excellent|wonderful|love|loved|great job|thank you so much|"
+    r"super|perfect|best)\b",
+    r"\b(?:toll|super|fantastisch|gro[ßs]artig|hervorragend|ausgezeichnet|perfekt|begeistert|klasse)\b",
+    r"\b(?:incre[íi]ble|genial|fant[áa]stic[oa]|excelente|maravillos[oa]|perfect[oa]|encanta\w*)\b",
+    r"\b(?:g[ée]nial|formidable|excellent|parfait|merveilleux|super|bravo|top)\b",
+    r"\b(?:incr[íi]vel|[óo]tim[oa]|excelente|maravilhos[oa]|perfeit[oa]|adorei|amei|sensacional)\b")
+
 SECURITY_ACT = _any(
     r"\bhack\w*|\bbreach\w*|\bfraud\w*|\bphish\w*|\bscam\w*|\bunauthori[sz]\w*|\bcompromis\w*|"
     r"\bpass ?words?\b|\blog(?:ged)? ?in\w*|\bsign(?:ed)? ?in\w*|\baccounts?\b|\bcards?\b|"

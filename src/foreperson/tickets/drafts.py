@@ -19,22 +19,30 @@ example's stood.
 Every draft is checked by :func:`draft_promises`: a draft that promises money (a refund,
 a credit, a price), a time ("within 5 business days", "tomorrow"), contact (a call, a
 visit) or announces an outage must be read by a person before it is sent; and a copied
-answer by :func:`borrowed_claims`: one that says work is under way ("our team is
-investigating"), says the request is already carried out, or sends the customer to a page or a phone line it does not give ("visit
-our website") held for its own ticket, not this one.
+answer by :func:`borrowed_claims`: what held for the example's ticket and nobody checked
+for this one, that work is under way ("our team is investigating"), that the request is
+already carried out ("your refund has been processed"), a page or a phone line it sends
+the customer to without giving it ("visit our website").
 """
 
 from __future__ import annotations
 
 import re
 
-from ._patterns import (ALREADY_DONE, CONTACT_DETAILS, LINK, PROMISES, UNDER_WAY, UNNAMED_PHONE,
-                        UNNAMED_PLACES)
+from ._patterns import (
+    ALREADY_DONE,
+    CONTACT_DETAILS,
+    LINK,
+    PROMISES,
+    UNDER_WAY,
+    UNNAMED_PHONE,
+    UNNAMED_PLACES,
+)
 
-__all__ = ["TEMPLATE_CATEGORIES", "borrowed_claims", "draft_promises", "fill_placeholders", "foreign_identifiers",
-           "personal_greeting", "placeholders", "references", "request_mismatches",
-           "signature_name", "swap_references", "template_reply", "typed_references",
-           "borrowed_claims"]
+__all__ = ["TEMPLATE_CATEGORIES", "borrowed_claims", "draft_promises", "fill_placeholders",
+           "foreign_identifiers", "personal_greeting", "placeholders", "references",
+           "request_mismatches", "signature_name", "swap_references", "template_reply",
+           "typed_references"]
 
 # Per language: greeting with and without a name, the reference sentence, the closing,
 # and per category (acknowledge, what happens next, what we need).

@@ -61,15 +61,20 @@ from ._patterns import (
     GUARDING,
     LAWYER,
     LEGAL,
+    LEGAL_ACT,
     MINIMAL,
     NEGATED,
     NEGATIVE,
     NOT_NEEDED,
     NOT_SECURITY,
     OUTAGE,
+    OUTAGE_PAST,
+    OUTAGE_SUBJECT,
     PERSON,
     PLANNED,
+    PRAISE,
     PRICES,
+    REGULATOR,
     SECURITY,
     SECURITY_ACT,
     STRONGER,
@@ -129,9 +134,19 @@ def _not_needed(text: str, start: int, words: str) -> bool:
     return bool(NOT_NEEDED.match(text, start + len(words)))
 
 
+def _sentence(text: str, at: int) -> str:
+    """The sentence of ``text`` around offset ``at`` (up to ., !, ? or a line break)."""
+    start = max(text.rfind(mark, 0, at) for mark in ".!?\n") + 1
+    ends = [i for i in (text.find(mark, at) for mark in ".!?\n") if i >= 0]
+    return text[start:min(ends) if ends else len(text)]
+
+
 def _not_an_outage(text: str, start: int, words: str) -> bool:
     """Outage words that are about the customer's own availability ("I'm not reachable
-    tomorrow") or about downtime to avoid or planned ("to minimise downtime")."""
+    tomorrow"), about downtime to avoid or planned ("to minimise downtime"), or about
+    one that is over and thanked for ("thanks for fixing the outage so quickly")."""
+    if OUTAGE_PAST.search(_sentence(text, start)):
+        return True         # "thanks for fixing the outage so quickly": over, and praised
     if (AVOIDED.search(text[max(0, start - 40):start])
             or MINIMAL.match(text, start + len(words)) or PLANNED.search(text)
             or (CRASH.search(words) and WHEN.match(text, start + len(words)))):
@@ -176,7 +191,9 @@ def _anger(text: str, languages: list[str]) -> str:
         return word
     loud = _shouting(text)
     exclaimed = text.count("!") >= 3
-    if (loud or exclaimed) and _first(NEGATIVE, text, languages, negatable=False):
+    # "the new app is amazing, never down!!!": delight, whatever the "never"
+    if (loud or exclaimed) and _first(NEGATIVE, text, languages, negatable=False) and not (
+            PRAISE.search(text)):
         return "shouting" if loud else "exclamation marks"
     return ""
 
@@ -360,9 +377,9 @@ class SignalModel:
         """The signals among ``missing`` this model raises for ``text``: probability at
         least :data:`LEARNED_AT`, and a sentence that carries it (:meth:`evidence`) in
         which the patterns do not see that signal negated or ruled out ("no need to call
-        me back", "to minimise downtime", a line of contact details); for security not
-        a leak of oil or a bag taken from the belt without a security act in the
-        sentence (``_patterns.NOT_SECURITY``)."""
+        me back", "to minimise downtime", a line of contact details), and which holds
+        the evidence the patterns would need (:func:`_has_evidence`: a security act,
+        a legal act or actor, something that can be down)."""
         languages = _tables(language)
         wanted = set(missing)
         found = []
@@ -372,17 +389,26 @@ class SignalModel:
             where = self.evidence(text, signal)
             if where is None or _ruled_out(text, signal, *where, languages):
                 continue
-            if signal == "security" and _no_security_act(text, where[0], where[1]):
-                continue        # an oil leak, a bag taken from the belt
+            if not _has_evidence(signal, text, text[where[0]:where[1]]):
+                continue        # an oil leak, a plain complaint, cold food
             found.append(Signal(signal, f"learned: {where[2]}"))
         return found
 
 
-def _no_security_act(text: str, start: int, end: int) -> bool:
-    """Whether ``text[start:end]`` speaks of a leak of oil, a leaky seat or a bag taken
-    from the belt, and of no security act (a password, an account, a card, fraud ...)."""
-    return bool(NOT_SECURITY.search(text, start, end)) and not SECURITY_ACT.search(
-        text, start, end)
+def _has_evidence(signal: str, text: str, sentence: str) -> bool:
+    """Whether a ticket the learned model read ``signal`` in (``sentence`` the one that
+    carries it) holds what the patterns would need too: for security a security act in
+    that sentence, not only a leak of oil or a bag taken from the belt; for legal a
+    legal act or actor in the ticket (a lawyer, a court, a regulator, the police), not
+    a plain complaint; for outage something in the ticket that can be down (a service,
+    a connection, power), and not in a sentence thanking for its fix."""
+    if signal == "security":
+        return not (NOT_SECURITY.search(sentence) and not SECURITY_ACT.search(sentence))
+    if signal == "legal":
+        return bool(LEGAL_ACT.search(text) or REGULATOR.search(text))
+    if signal == "outage":
+        return bool(OUTAGE_SUBJECT.search(text)) and not OUTAGE_PAST.search(sentence)
+    return True
 
 
 def _ruled_out(text: str, signal: str, start: int, end: int, words: str,
