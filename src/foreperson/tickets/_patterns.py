@@ -65,7 +65,10 @@ OUTAGE = {
                r"\b(?:frequent|intermittent|repeated|constant) (?:disconnections|(?:vpn |network )?(?:connectivity|connection|network) "
                r"(?:drops|losses|failures))\b", r"\bconnectivity drops\b", r"\bsystem crash\w*",
                r"\b(?:unable to|can(?:no|')t|cannot) (?:access|reach|connect to) (?:the|our|your) (?:servers?|systems?|"
-               r"platform|portal|database|vpn|network)\b"),
+               r"platform|portal|database|vpn|network)\b",
+               r"\b(?:power|electricity|the lights|water|gas)(?:'s| is| has| has been| went| got)? (?:out|off|gone|cut off)\b(?! of (?:date|stock|warranty))",
+               r"\bno (?:power|electricity|running water|mobile (?:signal|network|coverage)|phone signal)\b",
+               r"\bpower cut\b"),
     "de": _any(r"\w*ausf[äa]ll\w*",
                # "die Rechnung ist höher ausgefallen": turned out higher, not down
                r"(?<!h[öo]her )(?<!niedriger )(?<!teurer )(?<!g[üu]nstiger )(?<!besser )(?<!schlechter )"
@@ -84,7 +87,10 @@ OUTAGE = {
                r"\bfehler 50[0234]\b", r"\b(?:dienst|service)unterbrechung\w*",
                r"\bnicht (?:mehr )?auf (?:den|die|das|unseren|unsere|unser) (?:server|system|plattform|portal|"
                r"dienst|datenbank)\w* zugreifen\b", r"\b(?:server|seite|webseite|app|portal|dienst|system|netz) "
-               r"(?:ist |sind )?(?:down|offline|tot)\b"),
+               r"(?:ist |sind )?(?:down|offline|tot)\b",
+               r"\bkein (?:strom|wasser|gas|mobilfunk|mobilfunknetz|handynetz)\b",
+               r"\b(?:mobilfunk|mobilfunknetz|netz|strom|internet|wlan|empfang) (?:ist|sind) (?:\w+ )?weg\b",
+               r"\bnur (?:noch )?notrufe\b"),
     "es": _any(r"\bca[íi]d[oa]s?\b(?! de (?:precios?|ventas|la demanda))", r"\bse (?:ha )?ca[íi]do\b", r"\bse cay[óo]\b", r"\binactividad (?:del|de la) (?:servidor|base de datos|sistema|servicio|plataforma)",
                r"\bproblema de inactividad\b", r"\btiempo de inactividad\b",
                r"\bno (?:puedo|podemos) acceder (?:al|a la|a los) (?:servidor|sistema|plataforma|portal|base de datos|vpn|red)\b", r"\bdesconexiones (?:frecuentes|constantes|repetidas)\b",
@@ -94,7 +100,10 @@ OUTAGE = {
                r"(?:est[áa] |est[áa]n )?(?:ca[íi]d[oa]s?|inaccesible|fuera de l[íi]nea)\b",
                r"\binterrupci[oó]n(?:es)? (?:del? |en el |en la )?(?:servicio|red|sistema|servidor|conexi[oó]n|"
                r"internet|plataforma)", r"\binterrupci[oó]n (?:cr[íi]tica|general|total)\b", r"\bsin servicio\b", r"\bno (?:est[áa] )?disponible para nadie\b",
-               r"\bno funciona para nadie\b"),
+               r"\bno funciona para nadie\b",
+               r"\bse (?:fue|ha ido|cort[óo]|ha cortado) (?:la luz|el agua|la electricidad|el gas|internet|la conexi[óo]n|la se[ñn]al)\b",
+               r"\bno hay (?:luz|agua|gas|internet|cobertura|se[ñn]al|conexi[óo]n)\b",
+               r"\bsin (?:cobertura|luz|agua|electricidad|gas)\b"),
     "fr": _any(r"\bpannes? (?:g[ée]n[ée]rales?|de (?:service|serveur|r[ée]seau|syst[èe]me))\b",
                r"\b(?:serveurs?|site|service|plateforme|syst[èe]me|r[ée]seau) (?:est |sont )?en panne\b",
                r"\bhors service\b", r"\bpanne (?:de |du )?r[ée]seau\b", r"\bplus de r[ée]seau\b", r"\binterruptions? (?:de|du) service\b", r"\bindisponibles?\b",
@@ -106,7 +115,9 @@ OUTAGE = {
                r"\binterruptions? (?:inattendues?|du serveur|de serveur|du r[ée]seau)\b",
                r"\binternet coup[ée]\b", r"\bne (?:marche|fonctionne) plus du tout\b", r"\bplus d'internet\b",
                r"\b(?:serveurs?|site|service|plateforme|syst[èe]me|r[ée]seau|appli\w*) (?:est |sont )?"
-               r"(?:tomb[ée]e?s?|plant[ée]e?s?)\b"),
+               r"(?:tomb[ée]e?s?|plant[ée]e?s?)\b",
+               r"\baucun r[ée]seau\b",
+               r"\b(?:plus|pas) de (?:courant|[ée]lectricit[ée]|gaz|eau|r[ée]seau|connexion|internet)\b(?! (?:suppl[ée]mentaire|en plus))"),
     "pt": _any(r"\bfora do ar\b", r"\binterrup[çc](?:ão|ões) (?:d[oa]s? |de |no |na )?(?:servi[çc]o|rede|sistema|servidor|conex[ãa]o|internet|plataforma)",
                r"\binterrup[çc][ãa]o (?:cr[íi]tica|geral|total)\b", r"\bindispon[íi]ve(?:l|is)\b",
                r"\bqueda (?:do|dos|de) (?:servi[çc]o|sistema|servidor)",
@@ -115,7 +126,9 @@ OUTAGE = {
                r"n[ãa]o est[áa] dispon[íi]vel)\b", r"\bsem (?:internet|sinal|conex[ãa]o|rede)\b",
                r"\bfora de servi[çc]o\b", r"\bdeixou de (?:responder|funcionar)\b", r"\bdesconex[õo]es (?:frequentes|constantes|repetidas)\b", r"\btempo de inatividade\b",
                r"\b(?:usu[áa]rios|funcion[áa]rios|clientes)\b[^.!?]{0,40}\bn[ãa]o (?:conseguem|podem) (?:acessar|entrar|conectar|fazer login)", r"\bn[ãa]o abre de jeito nenhum\b",
-               r"\b(?:internet|net|wi-?fi|rede) (?:\w+ )?(?:caiu|ca[íi]da|t[áa] fora|est[áa] fora)\b"),
+               r"\b(?:internet|net|wi-?fi|rede) (?:\w+ )?(?:caiu|ca[íi]da|t[áa] fora|est[áa] fora)\b",
+               r"\b(?:acabou|caiu|faltou|falta|cortaram) (?:a )?(?:luz|energia|[áa]gua|internet|rede|sinal)\b",
+               r"\bsem (?:luz|energia|[áa]gua|g[áa]s)\b"),
 }
 
 _LEAKABLE = (r"(?:data|database|passwords?|credentials?|information|info|details|e-?mails?|"
@@ -211,7 +224,9 @@ LEGAL = {
                r"\bverbraucherzentrale\b", r"\babmahnung\b", r"\bbundesnetzagentur\b",
                r"\bschlichtungsstelle\b",
                r"\b(?:an|bei) (?:die|der) (?:\w+ )?\w*beh[öo]rde (?:\w+ ){0,3}(?:gemeldet|melden|beschwer\w*|"
-               r"eingereicht|einschalten|eingeschaltet)"),
+               r"eingereicht|einschalten|eingeschaltet)",
+               r"\bstrafanzeige\b",
+               r"\banzeige (?:bei der polizei|erstattet|gestellt|erstatten|aufgegeben)\b"),
     "es": _any(r"\bdemanda judicial\b",
                r"\b(?:presentar[ée]?|presentaremos|interponer|interpondr[ée]|pondr[ée]) (?:una )?demanda\b",
                r"\bdemandar(?:[ée]|emos|les|los)?\b", r"\bacciones? legal(?:es)?\b",
@@ -222,13 +237,17 @@ LEGAL = {
                r"\bporter plainte\b", r"\bd[ée]poser (?:une )?plainte\b", r"\btribunal\b",
                r"\bmise en demeure\b", r"\bmesures? l[ée]gales?\b", r"\bdgccrf\b",
                r"\bune action en justice\b", r"\b60 millions de consommateurs\b",
-               r"\bassociation de consommateurs\b"),
+               r"\bassociation de consommateurs\b",
+               r"\bport[ée]e? plainte\b",
+               r"\bplainte (?:au commissariat|[àa] la gendarmerie|aupr[èe]s de)\b"),
     "pt": _any(r"\bprocesso judicial\b", r"\ba[çc][ãa]o judicial\b",
                r"\bjuizado\b", r"\bpequenas causas\b",
                r"\b(?:vou|vamos|irei|iremos) processar\b", r"\bprocessar (?:voc[êe]s|a empresa)\b",
                r"\bprocessarei\b", r"\bprocessaremos\b",
                r"\bmedidas (?:legais|judiciais)\b", r"\btribuna(?:l|is)\b",
-               r"\bprocon\b", r"\bjusti[çc]a\b", r"\ba[çc][ãa]o (?:judicial|legal|por)\b"),
+               r"\bprocon\b", r"\bjusti[çc]a\b", r"\ba[çc][ãa]o (?:judicial|legal|por)\b",
+               r"\bboletim de ocorr[êe]ncia\b",
+               r"\b(?:registrei|registramos|fiz|fizemos|abri|apresentei|vou (?:fazer|abrir|registrar|apresentar)) (?:uma )?(?:reclama[çc][ãa]o|queixa|den[úu]ncia) (?:n[oa]|[àa]|ao|junto (?:[àa]|ao))\b"),
 }
 # A lawyer is a threat only when the customer brings one in: "my lawyer", "I'll contact an
 # attorney", "ich schalte meinen Anwalt ein", "hablaré con un abogado", "je prends un
@@ -273,9 +292,11 @@ ANGRY = {
                r"\bl[äa]cherlich\b", r"\bstinksauer\b", r"\bsehr entt[äa]uscht\b", r"\bna (?:super|toll|klasse),",
                r"\bdanke f[üu]r nix\b", r"\bweiter so\.", r"\bwirklich gro[ßs]artig wie\b",
                r"\btoll, wie\b", r"\binkompetent\w*", r"\b(?:schnauze|nase) (?:gestrichen )?voll\b",
-               r"\bzum kotzen\b", r"\b(?:seid|ist|sind) (?:ja )?(?:der|ein) witz\b"),
+               r"\bzum kotzen\b", r"\b(?:seid|ist|sind) (?:ja )?(?:der|ein) witz\b",
+               r"\bunfassbar\b",
+               r"\bnie wieder\b"),
     "es": _any(r"\binaceptable\b", r"\bvergonzos[oa]\b", r"\bindignad[oa]\b", r"\bfuriose?[oa]?\b",
-               r"\bharto\b", r"\bharta\b", r"\b(?:es|esto es|son) una estafa\b", r"\bestafadores\b", r"\bp[ée]sim[oa]\b", r"\brid[íi]cul[oa]\b",
+               r"\bharto\b", r"\bharta\b", r"\b(?:es|esto es|son) una estafa\b(?!\s*\?)", r"\bestafadores\b", r"\bp[ée]sim[oa]\b", r"\brid[íi]cul[oa]\b",
                r"\bes una verg[üu]enza\b", r"\bincompetentes?\b",
                r"\bqu[ée] (?:maravilla|bien|genial), (?:otra vez|otro|otra)\b", r"\bse nota que les importan\b",
                r"\bgenial, otra vez\b", r"\besto es una burla\b", r"\bque buen servicio, de verdad\b",
@@ -288,7 +309,8 @@ ANGRY = {
                r"\bc'est une honte\b", r"\bexasp[ée]r[ée]e?\b", r"\bincomp[ée]tents?\b",
                r"\bbravo, (?:encore|une fois de plus)\b", r"\bvous vous moquez de moi\b",
                r"\bquel professionnalisme\b", r"\bfoutez de (?:ma gueule|moi)\b", r"\bj'en ai marre\b",
-               r"\bn'importe quoi\b", r"\bprofond m[ée]contentement\b", r"\bm[ée]pris\b"),
+               r"\bn'importe quoi\b", r"\bprofond m[ée]contentement\b", r"\bm[ée]pris\b",
+               r"\bvous vous foutez de (?:nous|moi)\b"),
     "pt": _any(r"\binaceit[áa]vel\b", r"\babsurdo\b", r"\bvergonha\b", r"\bfurios[oa]\b",
                r"\brid[íi]cul[oa]\b", r"\bp[ée]ssim[oa]\b", r"\bcansad[oa] de\b",
                r"\bindignad[oa]\b", r"\brevoltad[oa]\b", r"\buma piada\b", r"\bum golpe\b(?!\s*\?)", r"\bincompetentes?\b",
@@ -350,7 +372,8 @@ PERSON = {
                r"\b(?:uma|por) liga[çc][ãa]o\b(?! (?:ao|de|do|com o) (?:servidor|rede|internet))",
                r"\bretorno por telefone\b", r"\b(?:o )?vosso (?:gerente|supervisor|respons[áa]vel)\b", r"\b(?:podem|pode|possam) me ligar\b",
                r"\bpor telefone\b", r"\bme ligar\b", r"\b(?:o|um|seu) (?:gerente|supervisor|respons[áa]vel)\b",
-               r"\bagendar uma (?:reuni[ãa]o|liga[çc][ãa]o|chamada|call|conversa)\b", r"\bme ligasse\b"),
+               r"\bagendar uma (?:reuni[ãa]o|liga[çc][ãa]o|chamada|call|conversa)\b", r"\bme ligasse\b",
+               r"\bpasse-me (?:a|ao|para) (?:o |a )?(?:gerente|supervisor\w*|respons[áa]vel|atendente|algu[ée]m)\b"),
 }
 
 
@@ -422,7 +445,15 @@ OUTAGE_PAST = _any(
     r"\bgracias por (?:\w+ ){0,2}(?:resolver|solucionar|arreglar|restablecer|reparar)\b",
     r"\bmerci (?:d'avoir|pour) (?:\w+ ){0,2}(?:r[ée]solu|r[ée]gl[ée]|r[ée]par[ée]|r[ée]tabli|corrig[ée])\w*",
     r"\bobrigad[oa] por (?:\w+ ){0,2}(?:resolver\w*|corrigir\w*|consertar\w*|restabelecer\w*)",
-    r"\b(?:never|nunca|jamais|nie) (?:goes |go |went |is |est |ist )?(?:down|cai|cae|tombe|ausf[äa]llt|offline)\b")
+    r"\b(?:never|nunca|jamais|nie) (?:goes |go |went |is |est |ist )?(?:down|cai|cae|tombe|ausf[äa]llt|offline)\b",
+    # money asked for the downtime: it is what the downtime cost, not that it goes on
+    r"\b(?:credit|compensation|refund|discount|reimburse\w*) for (?:the |that |this |our |my )?(?:\w+ )?"
+    r"(?:outage|downtime|disruption|interruption)\b",
+    r"\b(?:gutschrift|entsch[äa]digung|erstattung) f[üu]r (?:den|die) (?:\w+ )?(?:ausfall|st[öo]rung|ausfallzeit)\b",
+    r"\b(?:compensaci[óo]n|reembolso|descuento|abono) por (?:la|el) (?:\w+ )?(?:ca[íi]da|interrupci[óo]n|corte)\b",
+    r"\b(?:d[ée]dommagement|compensation|remboursement|geste commercial) pour (?:la|le|cette) (?:\w+ )?"
+    r"(?:panne|coupure|interruption)\b",
+    r"\b(?:compensa[çc][ãa]o|reembolso|desconto|abatimento) pel[ao] (?:\w+ )?(?:queda|interrup[çc][ãa]o)\b")
 
 # praise: exclamation marks or capitals beside it are delight, not anger
 PRAISE = _any(
