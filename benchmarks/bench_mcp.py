@@ -3,7 +3,9 @@ the official SDK's own client calling the same server, printed as JSON lines.
 
 1. MCP, stdio and streamable HTTP: a server written with the ``mcp`` SDK (this file,
    ``--serve``) with an instant tool and a 20 ms tool. The baseline is the SDK's
-   ``Client`` calling the tool ``--calls`` times, one after another. Ours is a
+   ``Client`` calling the tool ``--calls`` times, one after another: the very client
+   foreperson's session holds, on the same server process and pipe, so that the
+   difference is foreperson's and not two server processes' scheduling. Ours is a
    foreperson ``Agent`` whose toolset is that server (``MCPServer.stdio`` /
    ``MCPServer.http``) and whose model (a function, no network) asks for one call per
    turn, the same number of times: every call goes through the agent's loop, its
@@ -126,16 +128,13 @@ def start(flag: str) -> tuple[subprocess.Popen, int]:
 # --- MCP -----------------------------------------------------------------------------
 
 
-async def sdk_mcp(connect: Callable[[], Any], tool: str, calls: int) -> float:
-    """Seconds for ``calls`` calls through the SDK's client (the session already open)."""
-    from mcp import Client
-
-    async with Client(connect(), mode="auto", cache=None) as client:
-        await client.call_tool(tool, {"n": 0})
-        began = time.perf_counter()
-        for i in range(calls):
-            await client.call_tool(tool, {"n": i})
-        return time.perf_counter() - began
+async def sdk_mcp(client: Any, tool: str, calls: int) -> float:
+    """Seconds for ``calls`` calls through the SDK's ``Client`` (connected already)."""
+    await client.call_tool(tool, {"n": 0})
+    began = time.perf_counter()
+    for i in range(calls):
+        await client.call_tool(tool, {"n": i})
+    return time.perf_counter() - began
 
 
 PER_RUN = 20
@@ -185,39 +184,52 @@ async def ours_mcp(server: Any, tool: str, calls: int, local: Any = None) -> flo
 
 
 async def alternate(rounds: int, ours: Callable[[], Awaitable[float]],
-                    sdk: Callable[[], Awaitable[float]]) -> tuple[float, float]:
+                    sdk: Callable[[], Awaitable[float]], *, chunks: int = 1
+                    ) -> tuple[float, float]:
+    """Medians over ``rounds`` of each side's seconds; with ``chunks`` > 1 each round is
+    that many turns of either side (each doing its share of the calls), so that the
+    machine's drift within a round (a stdio round trip varies by a third from one second
+    to the next here) falls on both sides alike."""
     mine, theirs = [], []
     for _ in range(rounds):
-        theirs.append(await sdk())
-        mine.append(await ours())
+        ours_s = sdk_s = 0.0
+        for _ in range(max(chunks, 1)):
+            sdk_s += await sdk()
+            ours_s += await ours()
+        theirs.append(sdk_s)
+        mine.append(ours_s)
     return statistics.median(mine), statistics.median(theirs)
 
 
-async def measure(toolset: Callable[[], Any], connect: Callable[[], Any], tool: str, n: int,
-                  rounds: int, local: Any) -> tuple[float, float, float]:
+async def measure(toolset: Callable[[], Any], tool: str, n: int, rounds: int,
+                  local: Any) -> tuple[float, float, float]:
     """(ours, the SDK's, the agent loop's) seconds for ``n`` calls, medians; the agent
     loop's is the same agent calling ``local`` (an instant Python tool) instead: what any
     agent run costs per turn, with no protocol."""
     server = toolset()
     async with server:
         await server.list_tools()              # the session open, as the SDK side's
-        mine, theirs = await alternate(rounds, lambda: ours_mcp(server, tool, n),
-                                       lambda: sdk_mcp(connect, tool, n))
+        # the baseline is the SDK's own Client inside that session: the same server
+        # process and pipe (a stdio server has one client), so that the difference is
+        # what foreperson adds, not two processes' scheduling on two cores
+        client = server._host.session._client
+        chunks = max(n // PER_RUN, 1)
+        share = n // chunks
+        mine, theirs = await alternate(rounds, lambda: ours_mcp(server, tool, share),
+                                       lambda: sdk_mcp(client, tool, share), chunks=chunks)
     loop = statistics.median([await ours_mcp(None, "instant", n, local=local)
                               for _ in range(rounds)])
     return mine, theirs, loop
 
 
 def mcp_rows(calls: int, rounds: int) -> list[dict[str, Any]]:
-    from mcp import StdioServerParameters
-    from mcp.client.streamable_http import streamable_http_client
-
     from foreperson.agents import MCPServer
     from foreperson.agents import tool as as_tool
 
     @as_tool(name="instant")
-    def instant(n: int) -> int:
-        """Answers at once (the control: the same call, in this process)."""
+    async def instant(n: int) -> int:
+        """Answers at once (the control: the same call, in this process; async, as an
+        MCP tool is, so that no worker thread is timed)."""
         return n + 1
 
     rows = []
@@ -226,17 +238,13 @@ def mcp_rows(calls: int, rounds: int) -> list[dict[str, Any]]:
     quiet = open(os.devnull, "w")  # noqa: SIM115 - the stdio server's stderr, closed below
     try:
         transports = {
-            "stdio": (lambda: StdioServerParameters(command=sys.executable,
-                                                    args=[__file__, "--serve"]),
-                      lambda: MCPServer.stdio(sys.executable, [__file__, "--serve"],
-                                              name="bench", errlog=quiet)),
-            "http": (lambda: streamable_http_client(url),
-                     lambda: MCPServer.http(url, name="bench")),
+            "stdio": lambda: MCPServer.stdio(sys.executable, [__file__, "--serve"],
+                                             name="bench", errlog=quiet),
+            "http": lambda: MCPServer.http(url, name="bench"),
         }
-        for transport, (connect, toolset) in transports.items():
+        for transport, toolset in transports.items():
             for tool, n in (("instant", calls), ("slow", max(calls // 4, 20))):
-                mine, theirs, loop = anyio.run(measure, toolset, connect, tool, n, rounds,
-                                               instant)
+                mine, theirs, loop = anyio.run(measure, toolset, tool, n, rounds, instant)
                 row: dict[str, Any] = {
                     "benchmark": "mcp", "transport": transport, "tool": tool, "calls": n,
                     "ours_ms_per_call": round(mine / n * 1000, 3),

@@ -32,6 +32,8 @@ import runpy
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,7 +115,7 @@ async def test_discovery_offers_what_allow_deny_and_prefix_let_through(tmp_path)
     assert add.remote_name == "add" and add.description == "Add two integers."
     assert add.parameters["properties"].keys() == {"a", "b"}
     assert add.parameters["required"] == ["a", "b"]
-    assert server.version == 0 and server._portal is None      # closed again
+    assert server.version == 0 and server._host is None      # closed again
 
 
 async def test_a_model_sees_the_servers_tools_with_their_schemas(tmp_path):
@@ -328,7 +330,7 @@ async def test_two_workers_of_a_team_share_one_session(tmp_path):
     (pid,) = lines(tmp_path / "starts.txt")                  # one server process
     outputs = sorted(d.output for d in result.delegations)
     assert outputs == [f"a saw {pid}", f"b saw {pid}"]
-    assert server._portal is None                            # closed with the team's run
+    assert server._host is None                            # closed with the team's run
 
 
 async def test_async_with_holds_one_session_across_runs(tmp_path):
@@ -338,9 +340,68 @@ async def test_async_with_holds_one_session_across_runs(tmp_path):
             agent = Agent("x", model=ScriptedModel([ToolCall("pid", {}), "ok"]),
                           toolsets=[server])
             assert (await agent.run("go")).output == "ok"
-        assert server._portal is not None
+        assert server._host is not None
     assert len(lines(tmp_path / "starts.txt")) == 1
-    assert server._portal is None
+    assert server._host is None
+
+
+def test_a_run_on_another_thread_shares_the_session_and_the_opener_waits_for_it(tmp_path):
+    """Runs on two event loops (two threads) use one server object: the first opens the
+    session on its loop, the second's calls are handed to it, and the first run's end
+    waits until the second lets go (its calls still run on the first loop)."""
+    server = stdio_server(tmp_path)
+    opened, a_done_asking = threading.Event(), threading.Event()
+    finished: list[str] = []
+
+    def opener_gate() -> str:
+        """Holds the first run until the second has its session."""
+        opened.set()
+        return "ok" if guest_joined.wait(TIMEOUT_S) else "timed out"
+
+    guest_joined = threading.Event()
+
+    def opener(messages: Any, params: Any) -> Any:
+        returns = results(messages)
+        if not returns:
+            return ToolCall("pid", {})
+        if len(returns) == 1:
+            return ToolCall("opener_gate", {})
+        a_done_asking.set()
+        return f"a saw {returns[0].content}"
+
+    def guest(messages: Any, params: Any) -> Any:
+        returns = results(messages)
+        if not returns:
+            return ToolCall("pid", {})
+        if len(returns) == 1:
+            guest_joined.set()
+            assert a_done_asking.wait(TIMEOUT_S)
+            host = server._host
+            deadline = time.monotonic() + TIMEOUT_S       # the opener's release is waiting
+            while host is not None and host.drained is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return ToolCall("pid", {})                    # on the opener's loop still
+        return f"b saw {returns[0].content} then {returns[1].content}"
+
+    outputs: dict[str, str] = {}
+
+    def run(name: str, model: Any, tools: list[Any]) -> None:
+        agent = Agent("x", model=FunctionModel(model, name=name), tools=tools,
+                      toolsets=[server])
+        outputs[name] = anyio.run(agent.run, "go").output      # a loop of this thread's own
+        finished.append(name)
+
+    first = threading.Thread(target=run, args=("a", opener, [opener_gate]))
+    first.start()
+    assert opened.wait(TIMEOUT_S)
+    second = threading.Thread(target=run, args=("b", guest, []))
+    second.start()
+    for thread in (first, second):
+        thread.join(TIMEOUT_S)
+    (pid,) = lines(tmp_path / "starts.txt")                  # one server process
+    assert outputs == {"a": f"a saw {pid}", "b": f"b saw {pid} then {pid}"}
+    assert finished == ["b", "a"]                             # the opener let go last
+    assert server._host is None
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])

@@ -6,12 +6,13 @@ traces its calls like any other tool's.
 How a session lives (one per :class:`MCPServer` object): the official ``mcp`` SDK's
 context managers (the transport, the client session, a ``subscriptions/listen`` stream)
 must be entered and left in one task, so the session is owned by one long-lived task on
-an event loop of its own, in a thread started when the server is first used (an anyio
-blocking portal). Runs, on whatever loop or thread they are, talk to it through that
-portal's futures. The portal, and the session in it, are held by the outermost run
-that uses the server (its workers, nested runs and team members share the same
-session) and by ``async with server:``; the last holder to let go closes the session
-and stops the thread.
+the event loop of the holder that opened it: the outermost run that uses the server (its
+workers, nested runs and team members share the same session) or ``async with
+server:``. Calls from that loop run on it directly, with nothing between the run and the
+SDK; calls from runs on other loops (a run started in another thread) are handed to it
+through thread-safe futures. The last holder to let go closes the session; when the
+opener's own holders let go while runs of other loops still hold the session, its
+release waits for them, since their calls run on its loop.
 
 The tool list is fetched once per session and cached; the server's tools/list_changed
 notification (or, on a 2026 protocol connection, the ``subscriptions/listen`` event)
@@ -36,14 +37,12 @@ import sys
 import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager, AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import anyio
-import anyio.from_thread
-import anyio.to_thread
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import ConfigurationError, MissingDependency, RunError
@@ -156,8 +155,9 @@ class MCPServer:
     (``allowed_tools``, approval, ``ask_later``), bounded by ``timeout`` or
     ``Guards.tool_timeout_s``, counted in ``max_tool_calls``, traced and audited.
 
-    Runs must be on asyncio (anyio's default backend): they wait on the session's thread
-    through asyncio futures.
+    Runs must be on asyncio (anyio's default backend). The session lives on the loop of
+    the run (or ``async with``) that opened it; runs on other loops reach it through
+    thread-safe futures, and the opener's release waits until they let go.
 
     Args:
         connect: makes the SDK transport (an async context manager that yields the read
@@ -208,10 +208,7 @@ class MCPServer:
         self._connect = connect
         self._lifecycle = threading.Lock()
         self._holders = 0
-        self._portal_cm: AbstractContextManager[anyio.from_thread.BlockingPortal] | None = None
-        self._portal: anyio.from_thread.BlockingPortal | None = None
-        self._session: _Session | None = None
-        self._held: concurrent.futures.Future[None] | None = None
+        self._host: _Host | None = None
 
     # --- constructors ---------------------------------------------------------------
 
@@ -336,48 +333,49 @@ class MCPServer:
         await self.release()
 
     async def acquire(self) -> None:
-        """Hold the session open (one holder more); the session itself starts at the
-        first listing or call. Pair with :meth:`release`."""
-        await anyio.to_thread.run_sync(self._acquire_blocking)
+        """Hold the session open (one holder more); the first holder's event loop hosts
+        it, and the session itself starts at the first listing or call. Pair with
+        :meth:`release`, on the same loop."""
+        loop = asyncio.get_running_loop()
+        with self._lifecycle:
+            host = self._host
+            if host is None:
+                host = self._host = _Host(loop, _Session(self))
+                host.task = loop.create_task(host.serve(), name=f"foreperson-mcp-{self.name}")
+            self._holders += 1
+            if loop is not host.loop:
+                host.foreign += 1
+            elif host.drained is not None:
+                host.drained.set()      # a releasing opener waits no more: we close it
+        await _wait(host.ready)
 
     async def release(self) -> None:
-        """One holder less; the last one closes the session and stops its thread. Not
-        cancellable once started."""
+        """One holder less; the last one closes the session. On the loop that hosts it,
+        waits first for holders on other loops. Not cancellable once started."""
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._release_blocking)
-
-    def _acquire_blocking(self) -> None:
-        with self._lifecycle:
-            if self._portal is None:
-                portal_cm = anyio.from_thread.start_blocking_portal(
-                    name=f"foreperson-mcp-{self.name}")
-                portal = portal_cm.__enter__()
-                session = _Session(self)
-                try:
-                    self._held, _ = portal.start_task(session.hold, name="mcp-session")
-                except BaseException:
-                    portal_cm.__exit__(None, None, None)
-                    raise
-                self._portal_cm, self._portal, self._session = portal_cm, portal, session
-            self._holders += 1
-
-    def _release_blocking(self) -> None:
-        with self._lifecycle:
-            self._holders -= 1
-            if self._holders > 0 or self._portal is None:
-                return
-            portal, portal_cm, session = self._portal, self._portal_cm, self._session
-            held = self._held
-            self._portal = self._portal_cm = self._session = self._held = None
-            assert portal_cm is not None and session is not None and held is not None
-            try:
-                portal.call(session.close)
-                held.result()
-            except Exception:  # noqa: BLE001 - closing must not fail the run that ends
-                logger.warning("MCP server %s: closing its session failed", self.name,
-                               exc_info=True)
-            finally:
-                portal_cm.__exit__(None, None, None)
+            loop = asyncio.get_running_loop()
+            while True:
+                with self._lifecycle:
+                    host = self._host
+                    if host is None:
+                        return
+                    if loop is not host.loop:           # a guest: the host closes it
+                        self._holders -= 1
+                        host.foreign -= 1
+                        if host.foreign == 0 and host.drained is not None:
+                            host.loop.call_soon_threadsafe(host.drained.set)
+                        return
+                    if host.drained is None:            # this holder's first pass
+                        self._holders -= 1
+                    if self._holders > host.foreign:     # another holder on this loop
+                        host.drained = None
+                        return
+                    if host.foreign == 0:
+                        self._host = None
+                        break
+                    host.drained = drained = asyncio.Event()
+                await drained.wait()                # guests' calls run on this loop
+            await host.close()
 
     # --- tools ------------------------------------------------------------------------
 
@@ -395,8 +393,8 @@ class MCPServer:
     @property
     def version(self) -> int:
         """How many times the tool list changed in this session (0 before it opens)."""
-        session = self._session
-        return session.listing.version if session is not None else 0
+        host = self._host
+        return host.session.listing.version if host is not None else 0
 
     async def list_tools(self) -> list[MCPTool]:
         """The tools offered to the model: those ``allow`` / ``deny`` let through, named
@@ -421,11 +419,11 @@ class MCPServer:
         Raises:
             RunError: as :meth:`list_tools`.
         """
-        if self._portal is not None:     # held (by a run, or `async with`)
-            return await self._in_portal(lambda session: session.tools())
+        if self._host is not None:     # held (by a run, or `async with`)
+            return await self._on_host(lambda session: session.tools())
         await self.acquire()
         try:
-            return await self._in_portal(lambda session: session.tools())
+            return await self._on_host(lambda session: session.tools())
         finally:
             await self.release()
 
@@ -446,30 +444,27 @@ class MCPServer:
             RunError: nothing holds the session (call it from a run, or inside
                 ``async with server:``).
         """
-        portal = self._portal
-        if portal is None:
+        if self._host is None:
             raise RunError(f"MCP server {self.name!r}: no run holds its session; call its "
                            "tools from a run of an agent that has it in toolsets=, or "
                            "inside `async with server:`")
-        text, is_error = await _wait(portal.start_task_soon(
-            self._session_call, remote_name, arguments))
+        text, is_error = await self._on_host(
+            lambda session: session.call(remote_name, arguments))
         return ToolReturn("", self.prefix + remote_name, text, is_error)
 
-    async def _session_call(self, remote_name: str, arguments: dict[str, Any]
-                            ) -> tuple[str, bool]:
-        session = self._session
-        if session is None:
-            return f"MCP server {self.name!r} is closed", True
-        return await session.call(remote_name, arguments)
-
-    async def _in_portal(self, work: Callable[[_Session], Awaitable[T]]) -> T:
-        portal, session = self._portal, self._session
-        assert portal is not None and session is not None
+    async def _on_host(self, work: Callable[[_Session], Awaitable[T]]) -> T:
+        """``work(session)`` on the session's loop: awaited right here when this is it,
+        else handed over (cancelling the wait cancels it there)."""
+        host = self._host
+        if host is None:
+            raise RunError(f"MCP server {self.name!r} is closed")
+        if asyncio.get_running_loop() is host.loop:
+            return await work(host.session)
 
         async def run() -> T:
-            return await work(session)
+            return await work(host.session)
 
-        return await _wait(portal.start_task_soon(run))
+        return await _wait(asyncio.run_coroutine_threadsafe(run(), host.loop))
 
     def _make_tools(self, listed: Sequence[Any]) -> tuple[MCPTool, ...]:
         made: dict[str, MCPTool] = {}
@@ -501,8 +496,8 @@ async def _unbound(**kwargs: Any) -> Any:
 
 
 async def _wait(future: concurrent.futures.Future[T]) -> T:
-    """Await a future of the portal's thread from this event loop; cancelling the wait
-    cancels the portal's task."""
+    """Await a thread-safe future (of the session's loop) from this event loop;
+    cancelling the wait cancels what it waits for."""
     try:
         return await asyncio.wrap_future(future)
     except asyncio.CancelledError:
@@ -510,8 +505,40 @@ async def _wait(future: concurrent.futures.Future[T]) -> T:
         raise
 
 
+class _Host:
+    """Where a session lives: the event loop of the holder that opened it, the task that
+    holds the session's task group there, and how many holders are on other loops."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, session: _Session) -> None:
+        self.loop = loop
+        self.session = session
+        self.ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self.task: asyncio.Task[None] | None = None
+        self.foreign = 0
+        self.drained: asyncio.Event | None = None   # set when the last guest lets go
+
+    async def serve(self) -> None:
+        """The session's task group, on this loop, until the session is closed."""
+        try:
+            await self.session.hold(ready=self.ready)
+        except BaseException as exc:
+            if not self.ready.done():
+                self.ready.set_exception(exc)
+            raise
+
+    async def close(self) -> None:
+        """Close the session (its owner task, transport and task group), on this loop."""
+        try:
+            await self.session.close()
+            if self.task is not None:
+                await self.task
+        except Exception:  # noqa: BLE001 - closing must not fail the run that ends
+            logger.warning("MCP server %s: closing its session failed",
+                           self.session.server.name, exc_info=True)
+
+
 class _Session:
-    """The session, on the portal's event loop: one owner task enters the transport and
+    """The session, on its host's event loop: one owner task enters the transport and
     the client session (and a listen stream) and leaves them; calls run beside it."""
 
     def __init__(self, server: MCPServer) -> None:
@@ -527,12 +554,12 @@ class _Session:
         self._down: str | None = None
         self._fetch_lock = anyio.Lock()
 
-    async def hold(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """The portal task that owns the task group of the owner tasks, until
-        :meth:`close`."""
+    async def hold(self, *, ready: concurrent.futures.Future[None]) -> None:
+        """The task that owns the task group of the owner tasks, until :meth:`close`;
+        ``ready`` is set once calls can be made."""
         async with anyio.create_task_group() as group:
             self._group = group
-            task_status.started()
+            ready.set_result(None)
             await self._closing.wait()
             group.cancel_scope.cancel()
 
@@ -610,6 +637,9 @@ class _Session:
 
     async def _ensure(self) -> Any:
         """The live client: started at the first use, restarted once after a break."""
+        client = self._client
+        if client is not None:      # the common case, without the lock's checkpoint
+            return client
         async with self._lock:
             if self._client is not None:
                 return self._client
@@ -624,6 +654,9 @@ class _Session:
     # --- what runs ask ----------------------------------------------------------------
 
     async def tools(self) -> tuple[int, tuple[MCPTool, ...]]:
+        listing = self.listing
+        if listing.tools is not None:   # cached: no lock, no checkpoint (every turn asks)
+            return listing.version, listing.tools
         async with self._fetch_lock:
             listing = self.listing
             while listing.tools is None:
