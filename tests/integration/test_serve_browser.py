@@ -2,7 +2,8 @@
 operating system's packages, driven by Selenium through the system chromedriver, against
 a SQLite store while a job runs. The charts' numbers move, a DEAD task appears with its
 error, the retry button revives it when allowed and is absent when not, and a payload
-holding ``<script>`` shows as text. The screenshot goes to ``$FOREPERSON_SCREENSHOT``
+holding ``<script>`` shows as text. A page whose snapshot answers slower than its poll
+period never has two polls in flight. The screenshot goes to ``$FOREPERSON_SCREENSHOT``
 when set (README's docs/serve.png is taken this way)."""
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ import os
 import shutil
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 
 import pytest
 
 from foreperson.errors import GiveUp
-from foreperson.observe import StatusServer
+from foreperson.observe import AsgiServer, StatusServer
 from foreperson.work import SqliteStore, Status, Supervisor, Task, Worker
 
 CHROMIUM = os.environ.get("FOREPERSON_CHROMIUM", "/usr/bin/chromium")
@@ -188,4 +190,65 @@ def test_the_page_follows_a_running_job_in_a_browser(browser, tmp_path):
         read_only.shutdown()
         writable.shutdown()
         job.join(WAIT_S)
+        store.close()
+
+
+SLOW_S = 1.5
+"""Seconds a snapshot takes in the slow store: longer than the page's 1 s poll period."""
+
+
+class SlowSnapshots(SqliteStore):
+    """A SQLite store whose ``stats()`` (the snapshot's first read) takes SLOW_S."""
+
+    def stats(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201 - the base's signature
+        time.sleep(SLOW_S)                 # a slow store, not a wait for another thread
+        return super().stats(*args, **kwargs)
+
+
+class InFlight:
+    """ASGI middleware counting the ``/api/snapshot`` requests being answered: now, the
+    most at once, and how many arrived."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.now = self.most = self.seen = 0
+        self.lock = threading.Lock()
+
+    async def __call__(self, scope, receive, send) -> None:
+        counted = scope["type"] == "http" and scope["path"] == "/api/snapshot"
+        if counted:
+            with self.lock:
+                self.now += 1
+                self.seen += 1
+                self.most = max(self.most, self.now)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if counted:
+                with self.lock:
+                    self.now -= 1
+
+
+def test_a_slow_snapshot_never_has_two_polls_of_a_page_in_flight(browser, tmp_path):
+    store = SlowSnapshots(tmp_path / "jobs.db")
+    store.add([Task("work", {"n": n}) for n in range(3)])
+    page = StatusServer(store, port=0, cache_s=0, metrics=False)   # every poll reads
+    counter = InFlight(page.app)
+    http = AsgiServer(counter, host="127.0.0.1", port=0).start()
+    # Chromium's HTTP cache holds a second GET of a URL until the first is answered: off,
+    # so that only the page's script can keep its polls from overlapping
+    browser.execute_cdp_cmd("Network.enable", {})
+    browser.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})
+    try:
+        browser.get(f"http://127.0.0.1:{http.port}/")
+        wait(browser, lambda d: counter.seen >= 2, "the page did not poll")
+        browser.execute_script("refresh(); refresh();")           # clicks during a poll
+        wait(browser, lambda d: counter.seen >= 6, "the page stopped polling")
+        assert counter.most == 1, f"{counter.most} snapshot requests at once"
+        assert (text_of(browser, "#status-line") or "").startswith("3 tasks")
+    finally:
+        browser.get("about:blank")                                 # no more polls
+        browser.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": False})
+        http.shutdown()
+        page.shutdown()
         store.close()

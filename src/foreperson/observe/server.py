@@ -26,7 +26,8 @@ and is put in the document as text (never as markup), under a Content-Security-P
 that allows only this server's own script; the server answers only requests whose
 ``Host`` is an accepted name whatever the bind address (no DNS rebinding), refuses
 other sites' scripts, asks for the token when one is set (reads included), shows a
-durable run only to its user (seed 001: tenant pinning), and a retry must be a
+durable run, its tasks and their rows only to the run's user (seed 001: tenant pinning:
+one rule, :func:`run_filter`, for every route), and a retry must be a
 same-origin JSON POST carrying the page's per-process token (no cross-site request can
 forge one). Ids in URLs and bodies are checked before any store sees them (400).
 """
@@ -52,7 +53,7 @@ import anyio.to_thread
 
 from ..errors import StoreError
 from ..journal import RunLedger
-from ..work.store import ReportsWork, TaskStore
+from ..work.store import ReportsWork, StoreStats, TaskStore
 from ..work.task import Status, Task
 from ._http import (
     BODY_TIMEOUT_S,
@@ -68,13 +69,75 @@ from ._http import (
 )
 from .workers import live_workers
 
-__all__ = ["CACHE_S", "MAX_ID_CHARS", "MAX_RETRY_IDS", "PROBLEMS_SHOWN", "STORE_THREADS",
-           "RunScope", "StatusServer", "history", "problems", "snapshot", "task_detail"]
+__all__ = ["CACHE_S", "EVERY_RUN", "MAX_ID_CHARS", "MAX_RETRY_IDS", "PROBLEMS_SHOWN",
+           "STORE_THREADS", "RunScope", "StatusServer", "history", "problems", "run_filter",
+           "snapshot", "task_detail"]
 
 log = logging.getLogger("foreperson.observe")
 
 PROBLEMS_SHOWN = 50
 """DEAD and FAILED tasks listed on the page (each; the counts say how many there are)."""
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """Whose durable runs a caller sees (seed 001, tenant pinning): every user's
+    (``every``), one user's (``user``), or none."""
+
+    every: bool = False
+    user: str | None = None
+
+    def sees(self, owner: str | None) -> bool:
+        """Whether a run of ``owner`` (None: anonymous) is shown."""
+        return self.every or (self.user is not None and owner == self.user)
+
+    @property
+    def hidden(self) -> bool:
+        """Whether no run at all is shown."""
+        return not self.every and self.user is None
+
+
+EVERY_RUN = RunScope(every=True)
+"""The scope of library callers and of ``--show-runs-of-all-users``: every run shown."""
+
+
+def run_filter(store: TaskStore, scope: RunScope) -> Callable[[str | None], bool]:
+    """The one rule of the page for a run and for every task of a run (seed 001, tenant
+    pinning): ``shown(run_id)`` says whether ``scope`` sees that run, its tree, its tasks
+    and their rows. A run with a record (a durable agent run, a state machine's) is seen
+    when ``scope`` sees its user (an anonymous run: only when every run is shown); a
+    journaled run without a record has no user: seen only when every run is shown; a run
+    id that is neither (a batch job's label) guards nothing: seen. ``None`` (work outside
+    any run) is seen.
+
+    Args:
+        store: the store (its run records and journal are read, each run once: use one
+            filter per answer).
+        scope: whose runs the caller sees.
+
+    Returns:
+        ``shown(run_id) -> bool``.
+
+    Raises:
+        StoreError: the store failed (raised by ``shown``).
+    """
+    if scope.every:
+        return lambda run_id: True
+    known: dict[str, bool] = {}
+
+    def shown(run_id: str | None) -> bool:
+        if run_id is None:
+            return True
+        if run_id not in known:
+            record = store.get_run(run_id) if isinstance(store, RunLedger) else None
+            if record is not None:
+                known[run_id] = scope.sees(record.user_id)
+            else:
+                known[run_id] = not (hasattr(store, "list_steps") and store.list_steps(run_id))
+        return known[run_id]
+
+    return shown
+
 
 def _iso(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
@@ -91,7 +154,8 @@ def _task_row(task: Task) -> dict[str, Any]:
 
 
 def problems(store: TaskStore, status: Status, *, run_id: str | None = None,
-             limit: int = PROBLEMS_SHOWN, offset: int = 0) -> list[dict[str, Any]]:
+             limit: int = PROBLEMS_SHOWN, offset: int = 0, scope: RunScope = EVERY_RUN,
+             shown: Callable[[str | None], bool] | None = None) -> list[dict[str, Any]]:
     """A page of the DEAD (or FAILED) tasks, the newest first, with every attempt's error
     (an index read of the page, however many there are).
 
@@ -101,14 +165,28 @@ def problems(store: TaskStore, status: Status, *, run_id: str | None = None,
         run_id: one run's (None: the whole store's).
         limit: tasks in the page.
         offset: tasks skipped, newest first (the next page: ``offset + limit``).
+        scope: whose runs the caller sees: the tasks of other runs are left out of the
+            page (a page may then hold fewer than ``limit``), a run it does not see has
+            none (see :func:`run_filter`).
+        shown: the filter of ``scope`` already made (None: made here).
+
+    Returns:
+        The tasks as rows: ``id``, ``kind``, ``status``, ``attempts``, ``errors`` ...
+
+    Raises:
+        StoreError: the store failed.
     """
+    shown = shown or run_filter(store, scope)
+    if run_id is not None and not shown(run_id):
+        return []
     return [_task_row(t) for t in store.list_tasks(status=status, run_id=run_id,
                                                    limit=limit, offset=offset,
-                                                   newest_first=True)]
+                                                   newest_first=True)
+            if run_id is not None or shown(t.run_id)]
 
 
 def snapshot(store: TaskStore, *, run_id: str | None = None,
-             limit: int = PROBLEMS_SHOWN) -> dict[str, Any]:
+             limit: int = PROBLEMS_SHOWN, scope: RunScope = EVERY_RUN) -> dict[str, Any]:
     """What the page shows now, as JSON; its cost does not grow with the history.
 
     Args:
@@ -116,6 +194,10 @@ def snapshot(store: TaskStore, *, run_id: str | None = None,
         run_id: one run's tasks (None: the whole store). Workers are the store's.
         limit: most DEAD and most FAILED tasks listed (the newest; the counts say how
             many there are, ``/api/tasks`` pages through the rest).
+        scope: whose runs the caller sees (:func:`run_filter`): a run it does not see is
+            answered as a run without tasks (its existence does not show); in the whole
+            store's lists the tasks of such runs are left out (the counts are numbers of
+            the whole store, never a task).
 
     Returns:
         ``now``, ``total``, ``counts`` (status -> n), ``by_kind`` (kind -> status -> n),
@@ -126,8 +208,12 @@ def snapshot(store: TaskStore, *, run_id: str | None = None,
     Raises:
         StoreError: the store failed.
     """
+    shown = run_filter(store, scope)
     stats = store.stats(run_id=run_id)
     by_kind = store.counts_by_kind(run_id=run_id) if isinstance(store, ReportsWork) else {}
+    if run_id is not None and not shown(run_id):      # as a run without tasks
+        stats = StoreStats({s: 0 for s in stats.counts}, {}, None, stats.now, stats.workers)
+        by_kind = {}
     return {
         "now": _iso(stats.now), "run_id": run_id, "total": stats.total,
         "counts": {s.value: n for s, n in stats.counts.items()},
@@ -135,27 +221,50 @@ def snapshot(store: TaskStore, *, run_id: str | None = None,
         "active_by_worker": stats.active_by_worker,
         "oldest_unfinished_age_s": stats.oldest_unfinished_age_s,
         "workers": live_workers(store, stats),
-        "dead": problems(store, Status.DEAD, run_id=run_id, limit=limit),
-        "failed": problems(store, Status.FAILED, run_id=run_id, limit=limit),
+        "dead": problems(store, Status.DEAD, run_id=run_id, limit=limit, shown=shown),
+        "failed": problems(store, Status.FAILED, run_id=run_id, limit=limit, shown=shown),
     }
 
 
-def history(store: TaskStore, *, run_id: str | None = None, points: int = 60
-            ) -> list[dict[str, Any]]:
+def history(store: TaskStore, *, run_id: str | None = None, points: int = 60,
+            scope: RunScope = EVERY_RUN) -> list[dict[str, Any]]:
     """Unfinished, COMPLETED and DEAD tasks over the last hour of activity (or over one
-    run), from the store's kept changes (:meth:`~foreperson.work.store.ReportsWork.history`)."""
+    run), from the store's kept changes (:meth:`~foreperson.work.store.ReportsWork.history`).
+
+    Args:
+        store: the store.
+        run_id: one run's tasks (None: the whole store's numbers).
+        points: instants of the window.
+        scope: whose runs the caller sees: a run it does not see has no history, as a
+            run without tasks (:func:`run_filter`).
+
+    Returns:
+        ``[{"at", "unfinished", "completed", "dead"}, ...]``, oldest first.
+
+    Raises:
+        StoreError: the store failed.
+    """
     if not isinstance(store, ReportsWork):
+        return []
+    if run_id is not None and not run_filter(store, scope)(run_id):
         return []
     return [{"at": _iso(p.at), "unfinished": p.unfinished, "completed": p.completed,
              "dead": p.dead} for p in store.history(run_id=run_id, points=points)]
 
 
-def _brief(store: TaskStore, ids: list[str]) -> list[dict[str, Any]]:
+def _brief(store: TaskStore, ids: list[str], shown: Callable[[str | None], bool], *,
+           unknown: bool) -> list[dict[str, Any]]:
+    """Tasks as (id, kind, status); one of a run not ``shown`` is as a missing one: listed
+    with status ``unknown`` when ``unknown`` (a dependency named by the task), else left
+    out (a dependent)."""
     out = []
     for task_id in ids:
         task = store.get(task_id)
-        out.append({"id": task_id, "kind": task.kind if task else None,
-                    "status": task.status.value if task else "unknown"})
+        if task is not None and not shown(task.run_id):
+            task = None
+        if task is not None or unknown:
+            out.append({"id": task_id, "kind": task.kind if task else None,
+                        "status": task.status.value if task else "unknown"})
     return out
 
 
@@ -183,15 +292,28 @@ def _events(task: Task) -> list[dict[str, Any]]:
     return sorted(events, key=lambda e: e["at"] or "")
 
 
-def task_detail(store: TaskStore, task_id: str) -> dict[str, Any] | None:
+def task_detail(store: TaskStore, task_id: str, *, scope: RunScope = EVERY_RUN
+                ) -> dict[str, Any] | None:
     """One task for its page: the record with payload and result, its dependencies
     and dependents (id, kind, status) and its timeline; None when unknown.
+
+    Args:
+        store: the store.
+        task_id: the task.
+        scope: whose runs the caller sees: a task of a run it does not see is None, as
+            an unknown one (:func:`run_filter`), and so are such dependencies and
+            dependents.
+
+    Returns:
+        The task's fields, ``payload``, ``result``, ``depends_on``, ``dependents``,
+        ``timeline``; or None.
 
     Raises:
         StoreError: the store failed.
     """
+    shown = run_filter(store, scope)
     task = store.get(task_id)
-    if task is None:
+    if task is None or not shown(task.run_id):
         return None
     dependents = store.dependents(task_id) if isinstance(store, ReportsWork) else [
         t.id for t in store.list_tasks() if task_id in t.depends_on]
@@ -199,29 +321,12 @@ def task_detail(store: TaskStore, task_id: str) -> dict[str, Any] | None:
             "locks": task.locks, "parent_id": task.parent_id,
             "started_at": _iso(task.started_at), "heartbeat_at": _iso(task.heartbeat_at),
             "lease_expires_at": _iso(task.lease_expires_at),
-            "depends_on": _brief(store, task.depends_on),
-            "dependents": _brief(store, dependents), "timeline": _events(task)}
+            "depends_on": _brief(store, task.depends_on, shown, unknown=True),
+            "dependents": _brief(store, dependents, shown, unknown=False),
+            "timeline": _events(task)}
 
 
-@dataclass(frozen=True)
-class RunScope:
-    """Whose durable runs a caller sees (seed 001, tenant pinning): every user's
-    (``every``), one user's (``user``), or none."""
-
-    every: bool = False
-    user: str | None = None
-
-    def sees(self, owner: str | None) -> bool:
-        """Whether a run of ``owner`` (None: anonymous) is shown."""
-        return self.every or (self.user is not None and owner == self.user)
-
-    @property
-    def hidden(self) -> bool:
-        """Whether no run at all is shown."""
-        return not self.every and self.user is None
-
-
-def _runs(store: TaskStore, scope: RunScope = RunScope(every=True)) -> list[dict[str, Any]]:
+def _runs(store: TaskStore, scope: RunScope = EVERY_RUN) -> list[dict[str, Any]]:
     """The durable runs ``scope`` sees, newest first (at most 100)."""
     if not isinstance(store, RunLedger) or scope.hidden:
         return []
@@ -232,21 +337,17 @@ def _runs(store: TaskStore, scope: RunScope = RunScope(every=True)) -> list[dict
              "updated_at": _iso(r.updated_at)} for r in records if scope.sees(r.user_id)]
 
 
-def _run_tree(store: TaskStore, run_id: str, scope: RunScope = RunScope(every=True)
+def _run_tree(store: TaskStore, run_id: str, scope: RunScope = EVERY_RUN
               ) -> dict[str, Any] | None:
     """A run as a tree: a durable agent run from its record and journal, or any other
     journaled run (a state machine's) as its steps; None when there is no such run or
-    ``scope`` does not see it (the same answer: another user's run looks missing). A run
-    without a record has no user: only a caller who sees every user's runs sees it."""
+    ``scope`` does not see it (:func:`run_filter`; the same answer: another user's run
+    looks missing)."""
     from ..runtime import outline_run
 
-    if scope.hidden:
+    if not run_filter(store, scope)(run_id):
         return None
     record = store.get_run(run_id) if isinstance(store, RunLedger) else None
-    if record is not None and not scope.sees(record.user_id):
-        return None
-    if record is None and not scope.every:
-        return None
     steps = store.list_steps(run_id) if hasattr(store, "list_steps") else []
     if record is not None:
         head, outline = outline_run(record, steps)
@@ -285,10 +386,11 @@ about two store reads a second per view, not 200)."""
 class _Bad(Exception):
     """A request answered with an error (status, message) instead of a traceback."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, close: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.close = close
 
 
 def _checked_id(value: str | None, what: str) -> str:
@@ -417,8 +519,11 @@ class StatusServer:
         max_connections: connections at once (the longest-idle one is closed when full).
         cache_s: seconds a store read is reused by other requests.
         head_timeout_s: seconds a connection has to send a whole request head.
+        body_timeout_s: seconds a request has to send its whole body once its head
+            arrived (``POST /api/retry``; later: 408 and the connection is closed).
 
     Attributes:
+        app: the ASGI application served (the page behind its :class:`Guard`).
         token: the page's per-process retry token (a same-origin POST must carry it in
             ``X-Foreperson-Token``), not the access token.
 
@@ -432,8 +537,10 @@ class StatusServer:
                  allowed_hosts: Iterable[str] | None = None, access_token: str | None = None,
                  users: Mapping[str, str] | None = None, show_runs_of_all_users: bool = False,
                  max_connections: int = MAX_CONNECTIONS, cache_s: float = CACHE_S,
-                 head_timeout_s: float = HEAD_TIMEOUT_S) -> None:
+                 head_timeout_s: float = HEAD_TIMEOUT_S,
+                 body_timeout_s: float = BODY_TIMEOUT_S) -> None:
         self.store = store
+        self.body_timeout_s = body_timeout_s
         self.allow_retry = allow_retry
         self.token = secrets.token_urlsafe(24)
         self.registry = self._registry(metrics)
@@ -453,7 +560,8 @@ class StatusServer:
             "{{ALLOW_RETRY}}", "true" if allow_retry else "false")
         self._page = page.encode()
         self._files = {name: _Answer.of(200, _static(name)) for name in _STATIC}
-        self._http = AsgiServer(Guard(self._app(), self.access), host=host, port=port,
+        self.app = Guard(self._app(), self.access)
+        self._http = AsgiServer(self.app, host=host, port=port,
                                 max_connections=max_connections,
                                 head_timeout_s=head_timeout_s)
         self.host, self.port = self._http.host, self._http.port
@@ -509,13 +617,17 @@ class StatusServer:
 
         def bad(request: Any, exc: Exception) -> Any:
             assert isinstance(exc, _Bad)
-            return _json_response(exc.status, {"error": exc.message})
+            response = _json_response(exc.status, {"error": exc.message})
+            if exc.close:          # the rest of the request may never come: do not wait
+                response.headers["connection"] = "close"
+            return response
 
         def broken(request: Any, exc: Exception) -> Any:
             # Starlette answers a bug itself (then re-raises it to the guard, which logs
             # it): the answer is the page's JSON, never its plain-text default
             return _json_response(500, {"error": "internal error (see the server's log)"})
 
+        _register_id_convertor()
         get = ["GET"]
         routes = [Route(p, self._page_view, methods=get)
                   for p in ("/", "/runs", "/task/{rest:path}", "/runs/{rest:path}")]
@@ -523,9 +635,9 @@ class StatusServer:
                    Route("/api/snapshot", self._snapshot, methods=get),
                    Route("/api/history", self._history, methods=get),
                    Route("/api/tasks", self._problems, methods=get),
-                   Route("/api/task/{task_id:path}", self._task, methods=get),
+                   Route("/api/task/{task_id:fp_id}", self._task, methods=get),
                    Route("/api/runs", self._run_list, methods=get),
-                   Route("/api/runs/{run_id:path}", self._run, methods=get),
+                   Route("/api/runs/{run_id:fp_id}", self._run, methods=get),
                    Route("/metrics", self._metrics, methods=get),
                    Route("/api/retry", self._retry, methods=["POST"])]
         return Starlette(routes=routes, exception_handlers={
@@ -548,17 +660,22 @@ class StatusServer:
         return _reply(request, self._files[name], _STATIC[name],
                       {"cache-control": "max-age=300"})
 
+    def _caller(self, request: Any) -> RunScope:
+        return self.scope(request.scope["state"]["identity"])
+
     async def _snapshot(self, request: Any) -> Any:
         run_id = self._run_param(request)
+        scope = self._caller(request)
         store, allow = self.store, self.allow_retry
-        return await self._json(request, ("snapshot", run_id), lambda: (
-            200, {**snapshot(store, run_id=run_id), "allow_retry": allow}))
+        return await self._json(request, ("snapshot", run_id, scope), lambda: (
+            200, {**snapshot(store, run_id=run_id, scope=scope), "allow_retry": allow}))
 
     async def _history(self, request: Any) -> Any:
         run_id = self._run_param(request)
+        scope = self._caller(request)
         store = self.store
-        return await self._json(request, ("history", run_id), lambda: (200, history(store,
-                                                                            run_id=run_id)))
+        return await self._json(request, ("history", run_id, scope), lambda: (
+            200, history(store, run_id=run_id, scope=scope)))
 
     async def _problems(self, request: Any) -> Any:
         """``/api/tasks?status=dead|failed&offset=N[&limit=M][&run=ID]``: a page of the
@@ -575,11 +692,13 @@ class StatusServer:
         if (status not in (Status.DEAD, Status.FAILED) or not 0 <= offset <= 10**9
                 or not 0 < limit <= 500):
             raise _Bad(400, "status is dead or failed, 0 <= offset <= 1e9, 0 < limit <= 500")
+        scope = self._caller(request)
         store, allow = self.store, self.allow_retry
-        return await self._json(request, ("tasks", status, offset, limit, run_id), lambda: (
+        key = ("tasks", status, offset, limit, run_id, scope)
+        return await self._json(request, key, lambda: (
             200, {"status": status.value, "offset": offset, "allow_retry": allow,
                   "tasks": problems(store, status, run_id=run_id, limit=limit,
-                                    offset=offset)}))
+                                    offset=offset, scope=scope)}))
 
     def _found(self, value: dict[str, Any] | None, missing: str) -> tuple[int, Any]:
         if value is None:
@@ -588,12 +707,13 @@ class StatusServer:
 
     async def _task(self, request: Any) -> Any:
         task_id = _checked_id(request.path_params["task_id"], "task id")
+        scope = self._caller(request)
         store = self.store
-        return await self._json(request, ("task", task_id), lambda: self._found(
-            task_detail(store, task_id), "no such task"))
+        return await self._json(request, ("task", task_id, scope), lambda: self._found(
+            task_detail(store, task_id, scope=scope), "no such task"))
 
     async def _run_list(self, request: Any) -> Any:
-        scope = self.scope(request.scope["state"]["identity"])
+        scope = self._caller(request)
         store = self.store
         if scope.every:
             shown, note = "all", ""
@@ -609,7 +729,7 @@ class StatusServer:
 
     async def _run(self, request: Any) -> Any:
         run_id = _checked_id(request.path_params["run_id"], "run id")
-        scope = self.scope(request.scope["state"]["identity"])
+        scope = self._caller(request)
         store = self.store
         return await self._json(request, ("run", run_id, scope), lambda: self._found(
             _run_tree(store, run_id, scope), "no such run"))
@@ -634,7 +754,7 @@ class StatusServer:
         problem = self._forged(request)
         if problem is not None:
             raise _Bad(403, problem)
-        body = await _body(request)
+        body = await _body(request, self.body_timeout_s)
         try:
             value = json.loads(body or b"{}")
         except (ValueError, RecursionError):
@@ -650,7 +770,8 @@ class StatusServer:
             for task_id in ids:
                 _checked_id(task_id, "task id")
         try:
-            revived = await self._reads.call(self.store.retry_dead, None if every else ids)
+            revived = await self._reads.call(_retry_shown, self.store,
+                                             None if every else ids, self._caller(request))
         except StoreError as exc:
             raise _Bad(503, f"store unavailable: {exc}") from None
         self._reads.forget()
@@ -671,31 +792,89 @@ class StatusServer:
         return None
 
 
-async def _body(request: Any) -> bytes:
-    """The request's body: at most :data:`MAX_BODY_BYTES`, within :data:`BODY_TIMEOUT_S`.
+def _retry_shown(store: TaskStore, ids: list[str] | None, scope: RunScope) -> list[str]:
+    """``store.retry_dead(ids)`` (None: every DEAD task) for the tasks ``scope`` sees
+    (:func:`run_filter`): a task of a run it does not see is as a missing one, neither
+    revived nor named in the answer.
+
+    Returns:
+        ids revived (with the dependents parked because of them) that ``scope`` sees.
 
     Raises:
-        _Bad: 413 (too big), 408 (too slow), 400 (the client went away).
+        StoreError: the store failed.
+    """
+    if scope.every:
+        return store.retry_dead(ids)
+    shown = run_filter(store, scope)
+    wanted = (store.list_tasks(status=Status.DEAD) if ids is None
+              else [t for t in map(store.get, ids) if t is not None])
+    allowed = {t.id for t in wanted if shown(t.run_id)}
+    if not allowed:
+        return []
+    revived = store.retry_dead(sorted(allowed))
+
+    def seen(task_id: str) -> bool:
+        task = None if task_id in allowed else store.get(task_id)
+        return task_id in allowed or (task is not None and shown(task.run_id))
+
+    return [task_id for task_id in revived if seen(task_id)]
+
+
+def _content_length(request: Any) -> int | None:
+    """The request's ``Content-Length`` (None: none given).
+
+    Raises:
+        _Bad: 400 when it is not one whole number of bytes (``-1``, ``abc``, ``1, 2``):
+            h11 refuses those first, this holds whatever parses the request.
+    """
+    values = request.headers.getlist("content-length")
+    if not values:
+        return None
+    if len(values) > 1 or not values[0].strip().isdigit() or not values[0].isascii():
+        raise _Bad(400, "Content-Length must be one whole number of bytes")
+    return int(values[0])
+
+
+async def _body(request: Any, timeout_s: float = BODY_TIMEOUT_S) -> bytes:
+    """The request's body: at most :data:`MAX_BODY_BYTES`, within ``timeout_s`` seconds
+    of the head (default :data:`BODY_TIMEOUT_S`; a client that stalls is answered 408 and
+    its connection closed, whatever the keep-alive).
+
+    Raises:
+        _Bad: 400 (a malformed Content-Length, or the client went away), 413 (too big),
+            408 (too slow).
     """
     from starlette.requests import ClientDisconnect
 
-    length = request.headers.get("content-length")
-    if length is not None and int(length) > MAX_BODY_BYTES:   # h11 checked it is a number
+    length = _content_length(request)
+    if length is not None and length > MAX_BODY_BYTES:
         raise _Bad(413, f"the body is over {MAX_BODY_BYTES} bytes")
     chunks: list[bytes] = []
     size = 0
     try:
-        with anyio.fail_after(BODY_TIMEOUT_S):
+        with anyio.fail_after(timeout_s):
             async for chunk in request.stream():
                 size += len(chunk)
                 if size > MAX_BODY_BYTES:
                     raise _Bad(413, f"the body is over {MAX_BODY_BYTES} bytes")
                 chunks.append(chunk)
     except TimeoutError:
-        raise _Bad(408, f"the body took over {BODY_TIMEOUT_S:g} s") from None
+        raise _Bad(408, f"the body took over {timeout_s:g} s", close=True) from None
     except ClientDisconnect:
         raise _Bad(400, "the client went away") from None
     return b"".join(chunks)
+
+
+def _register_id_convertor() -> None:
+    """Name ``fp_id`` the path convertor of an id: anything, slashes and newlines included
+    (Starlette's ``path`` stops at a newline: that id would be a 404, not the 400 of
+    :func:`_checked_id`)."""
+    from starlette.convertors import PathConvertor, register_url_convertor
+
+    class _IdConvertor(PathConvertor):
+        regex = "(?s:.*)"
+
+    register_url_convertor("fp_id", _IdConvertor())
 
 
 def _raw_response(status: int, body: bytes, content_type: str = "application/json; "
