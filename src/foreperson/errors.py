@@ -80,6 +80,7 @@ __all__ = [
     "redact",
     "redact_url",
     "retryable_status",
+    "url_secrets",
 ]
 
 
@@ -316,6 +317,36 @@ def redact_url(url: str) -> str:
         return match[0]
 
     return _URL_USERINFO.sub(replace, url)
+
+
+def url_secrets(url: str | None) -> tuple[str, ...]:
+    """The credentials of ``url``'s userinfo, as :func:`redact` must look for them in what
+    a server sends back: the password (or, without one, a user name of 20 characters or
+    more: a token, as :func:`redact_url` takes it), both as written in the URL and
+    percent-decoded (``PLANTED%21KEY`` reaches the server, and comes back in its
+    error, as ``PLANTED!KEY``).
+
+    Args:
+        url: a URL, or None.
+
+    Returns:
+        The distinct secrets, as written first; ``()`` without credentials or for a
+        URL that cannot be parsed.
+    """
+    from urllib.parse import unquote, urlsplit
+
+    if not url:
+        return ()
+    try:
+        parts = urlsplit(url)
+        user, password = parts.username, parts.password
+    except ValueError:
+        return ()
+    secret = password if password is not None else (
+        user if user is not None and len(user) >= 20 else None)
+    if not secret:
+        return ()
+    return tuple(dict.fromkeys((secret, unquote(secret))))
 
 
 def redact(text: str, secrets: Iterable[str | None] = ()) -> str:

@@ -49,7 +49,8 @@ EXAMPLES_HELP = ("Your labelled tickets to train on (CSV/JSON/JSONL with text, l
 
 def _check_options(*, input_file: Path | None, evaluate: bool, workers: int, db: str | None,
                    dsn: str | None, schema: str | None, examples: Path | None,
-                   example_columns: bool, model: str | None, base_url: str | None) -> None:
+                   example_columns: bool, model: str | None, base_url: str | None,
+                   timeout: float | None = None) -> None:
     """Every option combination that cannot work, before anything is read or trained.
 
     Raises:
@@ -71,6 +72,8 @@ def _check_options(*, input_file: Path | None, evaluate: bool, workers: int, db:
         (workers == 0 and not dsn, "--workers 0 only makes sense with --dsn (remote workers)"),
         (bool(schema) and not dsn, "--schema goes with --dsn"),
         (base_url is not None and model is None, "--base-url goes with --model"),
+        (timeout is not None and model is None, "--timeout goes with --model (the offline "
+                                                "model makes no requests)"),
     ]
     for wrong, message in problems:
         if wrong:
@@ -135,6 +138,12 @@ def tickets(
              "opus-4-7, openai:NAME (key from OPENAI_API_KEY / ANTHROPIC_API_KEY).")] = None,
     base_url: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="OpenAI-compatible server for --model (vLLM, llama.cpp, Ollama).")] = None,
+    timeout: Annotated[Optional[float], typer.Option(  # noqa: UP045
+        min=0.1, max=3600.0,
+        help="Seconds one --model request may take before it fails (default 30). A server "
+             "that stops answering costs the calls in flight this long once; then its calls "
+             "fail at once, the run ends naming the server, and running the same command "
+             "again once it answers does the tickets it left.")] = None,
     evaluate: Annotated[bool, typer.Option(
         "--evaluate",
         help="Do not run the job: hold out half of --examples, train on the rest and print "
@@ -168,7 +177,7 @@ def tickets(
                    schema=schema, examples=examples,
                    example_columns=bool(examples_text_column or examples_label_column
                                         or examples_answer_column),
-                   model=model, base_url=base_url)
+                   model=model, base_url=base_url, timeout=timeout)
     if evaluate:
         assert examples is not None
         _evaluate(examples, examples_text_column, examples_label_column, target_precision,
@@ -185,7 +194,7 @@ def tickets(
         id_column=id_column, subject_column=subject_column, body_column=body_column,
         target_precision=target_precision, min_confidence=min_confidence,
         max_attempts=max_attempts, stale_after=stale_after, model=model, base_url=base_url,
-        prune_older_than=prune_older_than,
+        model_timeout_s=timeout, prune_older_than=prune_older_than,
         raise_priority=None if raise_priority is None else parse_raise_priority(
             raise_priority, "--raise-priority"))
     show = sys.stderr.isatty() if progress is None else progress
@@ -424,15 +433,25 @@ def _print_summary(report: JobReport, out: Path, job: TicketJob, *, bundled: boo
     say(f"needs a human: {_share(report.needs_human, done)}" + (f" ({why})" if why else ""))
     for line in _threshold_lines(report, job, bundled, out):
         say(line)
+    revived = (f"; {report.revived} ticket(s) left by an earlier run while the model's "
+               "endpoint was not answering, tried again" if report.revived else "")
     say(f"retries: {report.retries}; reclaimed: {report.reclaimed}; skipped rows: "
-        f"{len(report.skipped)}")
-    if report.dead:
+        f"{len(report.skipped)}{revived}")
+    for down in report.endpoints_down:
+        say(f"the model endpoint {down.endpoint} is not answering ({down.why}): "
+            f"{len(down.tickets)} ticket(s) not done; check that the server is up and "
+            "answers, then run the same command again to do them")
+    # the tickets named above are not listed again, task by task
+    undone = {ticket for down in report.endpoints_down for ticket in down.tickets}
+    dead = [(task_id, error) for task_id, error in report.dead
+            if task_id.rsplit("/", 1)[0] not in undone]
+    if dead:
         from rich.text import Text
 
         where = "--dsn ... --schema ..." if os.environ.get("FOREPERSON_PG_SCHEMA") else "--db ..."
-        console.print(Text(f"{len(report.dead)} DEAD task(s)", style="red")
+        console.print(Text(f"{len(dead)} DEAD task(s)", style="red")
                       + shown(f" (fix the cause, then: foreperson retry --all-dead {where}):"))
-        for task_id, error in report.dead[:20]:
+        for task_id, error in dead[:20]:
             say(f"  {task_id}: {error}")
 
 

@@ -178,7 +178,8 @@ class OpenAIProvider(Provider):
     async def resolve_profile(self) -> ModelProfile:
         """The server's profile, detecting it on first need.
 
-        Detection is one ``GET {base_url}/models`` within ``DETECT_TIMEOUT_S`` (5 s);
+        Detection is one ``GET {base_url}/models`` within ``DETECT_TIMEOUT_S`` (5 s),
+        or within ``timeout_s`` when that is shorter (no call waits longer than asked);
         its answer, whatever the status, decides for good. When the server cannot be
         reached, ``"openai-compatible"`` is used for now and detection is tried again
         on the next request.
@@ -190,7 +191,8 @@ class OpenAIProvider(Provider):
             return self._profile
         openai = _import_openai()
         try:
-            raw = await self.client.models.with_raw_response.list(timeout=DETECT_TIMEOUT_S)
+            raw = await self.client.models.with_raw_response.list(
+                timeout=min(DETECT_TIMEOUT_S, getattr(self, "timeout_s", DETECT_TIMEOUT_S)))
             body = raw.http_response.json()
         except openai.APIStatusError:
             body = None                      # answered, but no list: not one we know

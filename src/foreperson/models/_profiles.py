@@ -41,7 +41,8 @@ __all__ = ["PROFILES", "ModelProfile", "get_profile"]
 logger = logging.getLogger("foreperson.models")
 
 DETECT_TIMEOUT_S = 5.0
-"""Seconds the one ``GET /models`` that detects a server's profile may take."""
+"""Seconds the one ``GET /models`` that detects a server's profile may take (the
+provider's ``timeout_s`` when that is shorter)."""
 
 
 @dataclass(frozen=True)

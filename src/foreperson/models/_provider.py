@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import ConfigurationError, redact, redact_url
+from ..errors import ConfigurationError, redact, redact_url, url_secrets
 from ._circuit import BreakerPolicy, CircuitBreaker, shared_breaker
 
 __all__ = [
@@ -184,13 +184,12 @@ class Provider:
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        """What must never appear in a message: the API key and the base URL's password
-        (pass them to :func:`~foreperson.errors.redact`)."""
-        password = None
-        if self.endpoint is not None:
-            with contextlib.suppress(ValueError):
-                password = urlsplit(self.endpoint).password
-        return tuple(s for s in (self._api_key, password) if s)
+        """What must never appear in a message: the API key and the base URL's
+        credentials, as written and percent-decoded, as the server receives them
+        (:func:`~foreperson.errors.url_secrets`; pass them to
+        :func:`~foreperson.errors.redact`)."""
+        found = (self._api_key, *url_secrets(self.endpoint))
+        return tuple(dict.fromkeys(s for s in found if s))
 
     def redact(self, text: str) -> str:
         """``text`` without this provider's secrets, nor anything that looks like a key

@@ -112,6 +112,8 @@ class JobOptions:
         max_attempts: attempts per task before it is DEAD.
         stale_after: seconds without a heartbeat before a task is reclaimed.
         model / base_url: a language model (and its server) instead of the offline one.
+        model_timeout_s: seconds one request to ``model`` may take (``--timeout``; None:
+            :data:`~foreperson.models.DEFAULT_TIMEOUT_S`, 30).
         prune_older_than: first delete earlier runs' task databases older than this
             (an age such as ``30d``).
         raise_priority: the triage signals that raise a ticket's priority to high
@@ -140,6 +142,7 @@ class JobOptions:
     base_url: str | None = None
     prune_older_than: str | None = None
     raise_priority: tuple[str, ...] | None = None
+    model_timeout_s: float | None = None
 
     def resolved(self) -> JobOptions:
         """These options with the defaults of ``db`` (without ``dsn``) and ``out``
@@ -445,7 +448,8 @@ def _make_job(training: list[Example], options: JobOptions,
         # nothing listening) is a configuration error, also for the providers' own APIs
         check_reachable(options.base_url or infer_model(options.model, max_attempts=1))
         llm: Any = LlmTicketModel(options.model, training, base_url=options.base_url,
-                                  min_confidence=options.min_confidence)
+                                  min_confidence=options.min_confidence,
+                                  timeout_s=options.model_timeout_s)
         return _with_raise(TicketJob(llm, *settings), options)
     offline = TicketModel(training, target_precision=options.target_precision,
                           min_confidence=options.min_confidence, progress=listener.note)
@@ -470,6 +474,8 @@ def _remote_hint(options: JobOptions) -> str:
         env.append(f"FOREPERSON_TICKETS_MODEL={options.model}")
     if options.base_url is not None:
         env.append(f"FOREPERSON_TICKETS_BASE_URL={redact_url(options.base_url)}")
+    if options.model_timeout_s is not None:
+        env.append(f"FOREPERSON_TICKETS_TIMEOUT_S={options.model_timeout_s:g}")
     if options.raise_priority is not None:
         env.append("FOREPERSON_TICKETS_RAISE_PRIORITY="
                    + (",".join(options.raise_priority) or "none"))

@@ -34,16 +34,21 @@ class LlmTicketModel:
             answers steer the drafts.
         base_url: an OpenAI-compatible server (vLLM, llama.cpp, Ollama).
         min_confidence: below this self-reported confidence (0..1) a human is needed.
+        timeout_s: seconds one request to the model may take (default
+            :data:`~foreperson.models.DEFAULT_TIMEOUT_S`, 30); ignored for a
+            :class:`~foreperson.models.Model` given as is.
 
     Raises:
-        ConfigurationError / MissingDependency: unknown model, no API key, missing SDK
-            (raised here, before any task runs).
+        ConfigurationError / MissingDependency: unknown model, no API key, missing SDK,
+            a ``timeout_s`` that is not a positive number (raised here, before any task
+            runs).
     """
 
     def __init__(self, model: Any, examples: Sequence[Example], *,
-                 base_url: str | None = None, min_confidence: float | None = None) -> None:
+                 base_url: str | None = None, min_confidence: float | None = None,
+                 timeout_s: float | None = None) -> None:
         from ..agents import Agent
-        from ..models import infer_model
+        from ..models import DEFAULT_TIMEOUT_S, infer_model
 
         self.examples = list(examples)
         self.model_name = model if isinstance(model, str) else getattr(model, "name", repr(model))
@@ -57,7 +62,11 @@ class LlmTicketModel:
             priority=(Literal[tuple(priorities)], Field(description="how urgent")),
             confidence=(float, Field(ge=0.0, le=1.0, description="0..1, how sure you are")),
         )
-        chosen = infer_model(model, base_url) if isinstance(model, str) else model
+        if isinstance(model, str):
+            chosen = infer_model(model, base_url, timeout_s=(
+                DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s))
+        else:
+            chosen = model
         self.classifier = Agent(
             "You classify customer support tickets. Choose the single best category from: "
             + ", ".join(self.labels) + f". Priority is one of: {', '.join(priorities)}. "

@@ -6,21 +6,24 @@ the same model (the fingerprint of its kind, name and training examples:
 :func:`~foreperson.tickets.tasks.fingerprint_of`) and the same triage settings
 (:data:`SETTING_OPTIONS`). Anything else would mix two runs' results in one file, so it
 is refused before any work, and, from :func:`check_earlier_run`, before the model is
-trained.
+trained. A re-run also tries again the tickets an earlier run could not do because the
+language model's endpoint was not answering (:func:`revive_endpoint_down`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError, InputError
 from ..work.store import ReportsWork, TaskStore
+from ..work.task import Status
 from .reader import Ticket, Tickets
 from .results import Outbox
-from .tasks import CLASSIFY
+from .tasks import CLASSIFY, endpoint_down
 
-__all__ = ["SETTING_OPTIONS", "check_earlier_run", "check_rerun"]
+__all__ = ["SETTING_OPTIONS", "check_earlier_run", "check_rerun", "revive_endpoint_down"]
 
 SETTING_OPTIONS = {"target_precision": "--target-precision",
                    "min_confidence": "--min-confidence"}
@@ -201,3 +204,29 @@ def _check_settings(earlier: dict[str, Any] | None, now: dict[str, Any]) -> None
                 f"{option} was {shown(earlier.get(key))} in the earlier run on this task "
                 f"database and is {shown(now.get(key))} now: run with the same {option}, or "
                 "use another --db and --out to process the input again")
+
+
+def revive_endpoint_down(tickets: Tickets, store: TaskStore,
+                         kinds: Collection[str]) -> list[str]:
+    """Put back to PENDING, with fresh attempts, the tasks of this input's tickets that
+    an earlier run left DEAD because the language model's endpoint was not answering
+    (:func:`~foreperson.tickets.tasks.endpoint_down`), with the tasks parked behind them:
+    the ticket was never wrong, the server was down, so running the job again once it
+    answers does them. Other DEAD tasks stay DEAD (``foreperson retry`` revives them).
+
+    Args:
+        tickets: the input.
+        store: the task store of the run.
+        kinds: the job's task kinds (:attr:`~foreperson.tickets.tasks.TicketJob.kinds`);
+            tasks of other kinds are left alone.
+
+    Returns:
+        the ids of the tickets whose tasks were put back, in the store's order.
+    """
+    down = [t for t in store.list_tasks(status=Status.DEAD)
+            if t.kind in kinds and endpoint_down(t.error) is not None
+            and tickets.has_id(str(t.payload.get("ticket_id")))]
+    if not down:
+        return []
+    store.retry_dead([t.id for t in down])
+    return list(dict.fromkeys(str(t.payload.get("ticket_id")) for t in down))

@@ -35,12 +35,13 @@ from ..work.task import Status, Task
 from ..work.worker import Worker
 from .model import TicketModel, bundled_examples
 from .reader import Ticket, Tickets
-from .rerun import check_rerun
+from .rerun import check_rerun, revive_endpoint_down
 from .results import Outbox, open_exclusive
-from .tasks import TicketJob
+from .tasks import TicketJob, endpoint_down
 
 __all__ = ["CHUNK_TICKETS", "FLUSH_TICKETS", "JOB_WORKER", "LOCAL_POLL_S", "RAISED",
-           "WINDOW_TICKETS", "JobProgress", "JobReport", "local_workers", "run_job"]
+           "WINDOW_TICKETS", "EndpointDown", "JobProgress", "JobReport", "local_workers",
+           "run_job"]
 
 JOB_WORKER = "job@"
 """Prefix of the names of a ticket job's own local workers (``job@host:pid:wN``)."""
@@ -65,6 +66,11 @@ class JobReport:
         reclaimed: tasks taken back from dead workers in this run.
         dead: ``(task id, error)`` of every DEAD task.
         elapsed_s: seconds this run took.
+        endpoints_down: the language model endpoints that were not answering, each with
+            the tickets they left undone (their tasks are among ``dead``; a re-run tries
+            them again).
+        revived: tickets an earlier run left undone because the model's endpoint was
+            not answering, tried again by this run.
     """
 
     tickets: int
@@ -82,6 +88,25 @@ class JobReport:
     reclaimed: int = 0
     dead: list[tuple[str, str]] = field(default_factory=list)
     elapsed_s: float = 0.0
+    endpoints_down: list[EndpointDown] = field(default_factory=list)
+    revived: int = 0
+
+
+@dataclass(frozen=True)
+class EndpointDown:
+    """A language model endpoint that was not answering (its circuit breaker open), and
+    what that left undone.
+
+    Attributes:
+        endpoint: the server's URL, credentials redacted.
+        why: its last failure (``"timed out after 30 s"``, ``"cannot connect: ..."``).
+        tickets: ids of the tickets it left undone, in the store's order (their tasks
+            are DEAD; running the job again once the server answers does them).
+    """
+
+    endpoint: str
+    why: str
+    tickets: tuple[str, ...]
 
 
 RAISED = "priority raised to high"
@@ -351,6 +376,11 @@ async def run_job(tickets: Tickets, store: TaskStore, out: str | Path, *, worker
         remote_hint: how to start the right remote workers (in that line).
         stalled_after_s: seconds without progress before ``notice`` is called.
 
+    A ticket whose task is DEAD because the language model's endpoint was not answering
+    (its circuit breaker open: the task is not retried, the rest of the input fails
+    fast) is named in the report's ``endpoints_down``, and the next run on the same
+    store tries it again (:func:`~foreperson.tickets.rerun.revive_endpoint_down`).
+
     Returns:
         a :class:`JobReport`.
 
@@ -368,6 +398,7 @@ async def run_job(tickets: Tickets, store: TaskStore, out: str | Path, *, worker
                    if lock is not None else [])
         check_rerun(tickets, store, outbox.sent, str(outbox.path), job.fingerprint,
                     job.settings)
+        revived = revive_endpoint_down(tickets, store, job.kinds)
         run_id = job.run_id(tickets)
         app = job.app()
         sup = Supervisor(store, stale_after=stale_after, kinds=app.kinds)
@@ -384,7 +415,9 @@ async def run_job(tickets: Tickets, store: TaskStore, out: str | Path, *, worker
                                  watch=watch)
         except BaseExceptionGroup as errors:      # the cause, not the group around it
             raise first_error(errors) from None
-        return _report(tickets, store, job, writer, counted, len(orphans), began)
+        report = _report(tickets, store, job, writer, counted, len(orphans), began)
+        report.revived = len(revived)
+        return report
     finally:
         outbox.close()
         if lock is not None:
@@ -466,8 +499,9 @@ def _report(tickets: Tickets, store: TaskStore, job: TicketJob, writer: _Writer,
             counted: tuple[int, int], orphans: int, began: float) -> JobReport:
     """The job's report, from the tallies kept as tickets were written and one read of
     the DEAD tasks."""
-    dead = [(t.id, t.error or "") for t in store.list_tasks(status=Status.DEAD)
-            if t.kind in job.kinds and tickets.has_id(str(t.payload.get("ticket_id")))]
+    dead_tasks = [t for t in store.list_tasks(status=Status.DEAD)
+                  if t.kind in job.kinds and tickets.has_id(str(t.payload.get("ticket_id")))]
+    dead = [(t.id, t.error or "") for t in dead_tasks]
     retries, reclaimed = counted
     tally = writer.tally
     return JobReport(
@@ -477,4 +511,18 @@ def _report(tickets: Tickets, store: TaskStore, job: TicketJob, writer: _Writer,
         needs_human=tally.needs_human, reasons=tally.reasons,
         low_confidence_only=tally.low_confidence_only, priority_raised=tally.priority_raised,
         retries=retries, reclaimed=reclaimed + orphans, dead=dead,
-        elapsed_s=time.monotonic() - began)
+        elapsed_s=time.monotonic() - began, endpoints_down=_endpoints_down(dead_tasks))
+
+
+def _endpoints_down(dead: list[Task]) -> list[EndpointDown]:
+    """The endpoints that ``dead`` tasks say were not answering, each with its tickets
+    and the last failure recorded for it, the endpoint with the most tickets first."""
+    found: dict[str, tuple[str, dict[str, None]]] = {}
+    for task in dead:
+        down = endpoint_down(task.error)
+        if down is not None:
+            endpoint, why = down
+            found.setdefault(endpoint, (why, {}))[1][str(task.payload.get("ticket_id"))] = None
+    return sorted((EndpointDown(endpoint, why, tuple(ids))
+                   for endpoint, (why, ids) in found.items()),
+                  key=lambda e: -len(e.tickets))

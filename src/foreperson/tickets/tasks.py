@@ -20,7 +20,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -33,11 +35,47 @@ from .model import Classification, TicketModel, bundled_examples, load_examples,
 from .reader import Ticket, Tickets
 from .triage import SIGNALS
 
-__all__ = ["CLASSIFY", "DRAFT", "RAISE_PRIORITY", "TRIAGE", "TicketJob", "fingerprint_of",
-           "job_settings", "kinds_for", "model_fingerprint", "parse_raise_priority",
-           "ticket_app", "ticket_tasks"]
+__all__ = ["CLASSIFY", "DRAFT", "RAISE_PRIORITY", "TRIAGE", "TicketJob", "endpoint_down",
+           "fingerprint_of", "job_settings", "kinds_for", "model_fingerprint",
+           "parse_raise_priority", "ticket_app", "ticket_tasks"]
 
 CLASSIFY, DRAFT, TRIAGE = "classify_ticket", "draft_reply", "triage_ticket"
+
+_ENDPOINT_DOWN = re.compile(r"^GiveUp: the model endpoint (?P<endpoint>\S+) is not answering "
+                            r"\((?P<why>.*)\): not retried")
+"""The error a ticket's task is DEAD with when its language model's endpoint was not
+answering (:func:`_endpoint_down_signal` writes it, :func:`endpoint_down` reads it)."""
+
+
+def _endpoint_down_signal(exc: BaseException) -> GiveUp | None:
+    """What a task function raises instead of ``exc`` when ``exc`` says the model's
+    endpoint is not answering (its circuit breaker is open:
+    :class:`~foreperson.models.EndpointUnavailable`): a :class:`GiveUp`, so the task is
+    DEAD at once (another attempt before the breaker's cool-down would fail the same way,
+    after it would wait a whole timeout again) and a re-run of the job tries it again
+    (:func:`~foreperson.tickets.rerun.revive_endpoint_down`). None for any other error."""
+    from ..models._circuit import EndpointUnavailable
+
+    if not isinstance(exc, EndpointUnavailable):
+        return None
+    why = exc.reasons[-1] if exc.reasons else "no answer"
+    return GiveUp(f"the model endpoint {exc.endpoint} is not answering ({why}): not "
+                  f"retried; run the job again once it answers ({exc.failures} timeouts or "
+                  "connection failures in a row)")
+
+
+def endpoint_down(error: str | None) -> tuple[str, str] | None:
+    """Whether a DEAD task's error says its model endpoint was not answering, and which.
+
+    Args:
+        error: the task's recorded error (``Task.error``).
+
+    Returns:
+        ``(endpoint, why)``: the endpoint's URL (credentials redacted) and its last
+        failure (``"timed out after 30 s"``); None for any other error.
+    """
+    found = _ENDPOINT_DOWN.match(error or "")
+    return None if found is None else (found["endpoint"], found["why"])
 
 
 def model_fingerprint(model: Any) -> str:
@@ -152,6 +190,25 @@ def _raise_priority_setting() -> tuple[str, ...]:
     return parse_raise_priority(raw, "FOREPERSON_TICKETS_RAISE_PRIORITY")
 
 
+def _timeout_setting() -> float | None:
+    """``FOREPERSON_TICKETS_TIMEOUT_S`` (seconds), or None when unset.
+
+    Raises:
+        ConfigurationError: not a number of seconds > 0.
+    """
+    raw = os.environ.get("FOREPERSON_TICKETS_TIMEOUT_S", "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigurationError(f"FOREPERSON_TICKETS_TIMEOUT_S={raw!r}: give the seconds one "
+                                 "request to the model may take, a number > 0 (as --timeout)")
+    return value
+
+
 def _text(payload: dict[str, Any]) -> str:
     return f"{payload.get('subject', '')}\n{payload.get('body', '')}".strip()
 
@@ -204,16 +261,23 @@ class TicketJob:
         """The job a ``foreperson worker foreperson.tickets.job`` process runs:
         ``FOREPERSON_TICKETS_EXAMPLES`` (a labelled file; default the bundled examples),
         ``FOREPERSON_TICKETS_MODEL`` and ``FOREPERSON_TICKETS_BASE_URL`` (a language model
-        instead of the offline one). They must match the job's ``--examples`` /
-        ``--model``, or the worker never claims the job's tasks (other kinds); the
-        thresholds come with each task."""
+        instead of the offline one) and ``FOREPERSON_TICKETS_TIMEOUT_S`` (seconds one
+        request to it may take, ``--timeout``). The examples and model must match the
+        job's ``--examples`` / ``--model``, or the worker never claims the job's tasks
+        (other kinds); the thresholds come with each task.
+
+        Raises:
+            ConfigurationError: ``FOREPERSON_TICKETS_TIMEOUT_S`` is not a number of
+                seconds > 0, or the model cannot be built.
+        """
         path = os.environ.get("FOREPERSON_TICKETS_EXAMPLES")
         examples = load_examples(path) if path else bundled_examples()
         llm = os.environ.get("FOREPERSON_TICKETS_MODEL")
         if llm:
             from .llm import LlmTicketModel
             return cls(LlmTicketModel(llm, examples,
-                                      base_url=os.environ.get("FOREPERSON_TICKETS_BASE_URL")))
+                                      base_url=os.environ.get("FOREPERSON_TICKETS_BASE_URL"),
+                                      timeout_s=_timeout_setting()))
         return cls(TicketModel(examples))
 
     def run_id(self, tickets: Tickets) -> str:
@@ -279,16 +343,40 @@ class TicketJob:
 
     # -- one ticket per call (a language model) --------------------------------------
     def _classify(self, task: Task) -> dict[str, Any]:
-        """Category, confidence, priority and language of the ticket in ``task.payload``."""
-        return _classified(self._checked(task).classify(_text(task.payload)), task)
+        """Category, confidence, priority and language of the ticket in ``task.payload``.
+
+        Raises:
+            GiveUp: the model's endpoint is not answering (:func:`endpoint_down`).
+        """
+        model = self._checked(task)
+        try:
+            verdict = model.classify(_text(task.payload))
+        except Exception as exc:
+            signal = _endpoint_down_signal(exc)
+            if signal is None:
+                raise
+            raise signal from exc
+        return _classified(verdict, task)
 
     def _draft(self, task: Task) -> dict[str, Any]:
-        """A draft reply for the classified ticket."""
+        """A draft reply for the classified ticket.
+
+        Raises:
+            GiveUp: the model's endpoint is not answering (:func:`endpoint_down`).
+        """
         record = current_task().store.get(task.depends_on[0])
         assert record is not None and record.result is not None
         classified = record.result
-        return self._drafted(self._checked(task).draft(
-            _text(record.payload), classified["category"], classified.get("language", "")))
+        model = self._checked(task)
+        try:
+            drafted = model.draft(_text(record.payload), classified["category"],
+                                  classified.get("language", ""))
+        except Exception as exc:
+            signal = _endpoint_down_signal(exc)
+            if signal is None:
+                raise
+            raise signal from exc
+        return self._drafted(drafted)
 
     def _triage(self, task: Task) -> dict[str, Any]:
         """The ticket's output record: needs_human with the reasons, and the draft."""
