@@ -21,6 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 import anyio
 import anyio.to_thread
 
+from ..errors import StoreError
 from ..journal import (
     Journal,
     JournalDivergence,
@@ -360,15 +361,18 @@ class _Writer:
                         return
                 batch = list(self._queue)
                 self._queue.clear()
-            stored: list[tuple[Step, Step]] = []
             try:
-                group = getattr(self.journal, "batch", None)
-                with group() if callable(group) else contextlib.nullcontext():
-                    for item in batch:
-                        if isinstance(item, Step):
-                            stored.append((item, self.journal.put_step(item)))
-                        else:
-                            item()
+                try:
+                    stored = self._write(batch)
+                except StoreError as exc:
+                    if not exc.transient:
+                        raise
+                    # the transaction was rolled back whole (a connection lost mid-batch:
+                    # a server restart): write it again once; the store's own retry makes
+                    # the new transaction wait for the server. Writing a step twice is
+                    # safe (first write wins), and so is a deferred task completion (its
+                    # lease token fences it).
+                    stored = self._write(batch)
             except BaseException as exc:  # noqa: BLE001 - raised to every waiter
                 with self._cond:
                     self._error = exc
@@ -385,6 +389,18 @@ class _Writer:
                             "the run at once)")
                 self.written += len(batch)
                 self._cond.notify_all()
+
+    def _write(self, batch: list[Step | Callable[[], Any]]) -> list[tuple[Step, Step]]:
+        """Record ``batch`` in one transaction: (each step queued, the step stored)."""
+        stored: list[tuple[Step, Step]] = []
+        group = getattr(self.journal, "batch", None)
+        with group() if callable(group) else contextlib.nullcontext():
+            for item in batch:
+                if isinstance(item, Step):
+                    stored.append((item, self.journal.put_step(item)))
+                else:
+                    item()
+        return stored
 
 
 def _diverged(step: StepSpec[Any], recorded: Step, digest: str, request: Any

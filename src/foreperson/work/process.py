@@ -225,15 +225,22 @@ async def serve(supervisor: Supervisor, *, grace_s: float = 30.0,
         had to be released.
     """
     process = _Process(supervisor, grace_s)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(process.registration)
-        tg.start_soon(process.report_unclaimable)
-        if signals:
-            tg.start_soon(process.watch_signals)
-        tg.start_soon(process.enforce_grace)
-        with process.run_scope:
-            await supervisor.run(until_finished=False, idle_wait_s=idle_wait_s)
-        tg.cancel_scope.cancel()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(process.registration)
+            tg.start_soon(process.report_unclaimable)
+            if signals:
+                tg.start_soon(process.watch_signals)
+            tg.start_soon(process.enforce_grace)
+            with process.run_scope:
+                await supervisor.run(until_finished=False, idle_wait_s=idle_wait_s)
+            tg.cancel_scope.cancel()
+    except BaseExceptionGroup as errors:
+        # the run's own error (a store that failed for good), not a group of one: the
+        # CLI reports it in one line
+        if len(errors.exceptions) == 1:
+            raise errors.exceptions[0] from None
+        raise
     await process.forget()
     return process.drained
 

@@ -183,6 +183,10 @@ class Supervisor:
         self.retention = retention
         self._hung: set[str] = set()
         self._loop: RunLoop | None = None
+        # a store that refused a release for good (a deleted database): the tasks not
+        # given back since, logged once by release_held
+        self._refused: StoreError | None = None
+        self._not_given_back: list[str] = []
 
     # -- set-up ----------------------------------------------------------------
     @property
@@ -607,11 +611,20 @@ class Supervisor:
                         "after their lease expired): %s", len(lost), sorted(lost)[:5])
 
     def release(self, task: Task) -> None:
-        """Give one held task back (PENDING, a started attempt not counted)."""
+        """Give one held task back (PENDING, a started attempt not counted). After the
+        store refused one for good (a failure that is not transient) it is not asked
+        again: :meth:`release_held` logs every task not given back in one line."""
         self.dispatcher.let_go(task.id, task.lease_token or "")
+        if self._refused is not None:
+            self._not_given_back.append(task.id)
+            return
         try:
             self.store.release(task.id, task.lease_token or "")
         except StoreError as exc:
+            if not exc.transient:
+                self._refused = exc
+                self._not_given_back.append(task.id)
+                return
             log.warning("task %s: cannot give it back (%s); it is reclaimed when its "
                         "lease expires", task.id, exc)
 
@@ -621,18 +634,31 @@ class Supervisor:
         whose shutdown grace period is over. Their running functions' late writes are
         then refused.
 
+        A store that fails is logged once for all of them (not once per task), and after
+        a failure that is not transient (a deleted database) it is not asked again.
+
         Returns:
             ids released.
         """
-        released = []
+        released: list[str] = []
+        kept, self._not_given_back = self._not_given_back, []
+        error = self._refused
         for task_id, token in self.dispatcher.held():
             self.dispatcher.let_go(task_id, token)
+            if error is not None and not error.transient:
+                kept.append(task_id)        # every write would fail the same way
+                continue
             try:
                 if self.store.release(task_id, token):
                     released.append(task_id)
             except StoreError as exc:
-                log.warning("task %s: cannot give it back (%s); it is reclaimed when its "
-                            "lease expires", task_id, exc)
+                error = exc
+                kept.append(task_id)
+        self._refused = None
+        if kept:
+            shown = ", ".join(kept[:5]) + (", ..." if len(kept) > 5 else "")
+            log.warning("%d held task(s) not given back (%s): %s; they are reclaimed when "
+                        "their lease expires", len(kept), shown, error)
         return released
 
     # -- the async runtime -----------------------------------------------------

@@ -12,11 +12,15 @@ leaves tasks held until their lease lapses and they are reclaimed, never run twi
 once.
 
 Each outage is logged twice per store, whatever the number of threads waiting: one line
-when the database goes away, one when it is back (with how long it was away).
+when the database goes away, one when it is back (with how long it was away). It is back
+when a call begun after the outage was noticed works; the pooled connections that died
+meanwhile are dropped then, so that the next call to take one does not start a second
+outage.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
@@ -80,18 +84,28 @@ class Outage:
         bound_s: seconds a call keeps trying (0: never retry).
         sleep: the pause function (tests pass their own, with ``clock``).
         clock: seconds, monotonic (default :func:`time.monotonic`).
+        on_back: called once when the server is back, before the line saying so (the
+            store drops the pooled connections that died while it was away, so that
+            the first call to take one is not logged as a second outage); its errors
+            are ignored. None: nothing.
     """
 
     def __init__(self, where: str, bound_s: float = DEFAULT_RECONNECT_S,
                  sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 on_back: Callable[[], object] | None = None) -> None:
         self.where = where
         self.bound_s = bound_s
         self._sleep = sleep
         self._clock = clock
+        self._on_back = on_back
         self._lock = threading.Lock()
         self._since: float | None = None
         self._local = threading.local()
+
+    def now(self) -> float:
+        """The time by this outage's clock, seconds (for :meth:`came_back`)."""
+        return self._clock()
 
     def went_away(self, error: BaseException) -> None:
         """Note a lost connection: log the outage's first line (once per outage)."""
@@ -103,15 +117,28 @@ class Outage:
         log.warning("PostgreSQL (%s) is unreachable: %s; retrying for up to %.0f s",
                     self.where, reason, self.bound_s)
 
-    def came_back(self) -> None:
-        """Note a call that worked: log the outage's last line (once)."""
+    def came_back(self, began: float | None = None) -> None:
+        """Note a call that worked: log the outage's last line (once).
+
+        Args:
+            began: when the call that worked began (:meth:`now`); None: now.
+                A call that began before the outage was noticed proves nothing (its
+                answer may have left the server just before it went away): the outage
+                stays open until a call begun since then works, so that the dead
+                connections found after it are not logged as a second outage.
+        """
         if self._since is None:          # the common case: no lock
             return
         with self._lock:
-            since, self._since = self._since, None
-        if since is not None:
-            log.warning("PostgreSQL (%s) is back after %.1f s", self.where,
-                        self._clock() - since)
+            since = self._since
+            if since is None or (began is not None and began < since):
+                return
+            self._since = None
+        if self._on_back is not None:
+            with contextlib.suppress(Exception):
+                self._on_back()
+        log.warning("PostgreSQL (%s) is back after %.1f s", self.where,
+                    self._clock() - since)
 
     def call(self, function: Callable[[], T]) -> T:
         """Run ``function`` (one store call), trying again on a transient StoreError
@@ -136,6 +163,7 @@ class Outage:
         began = self._clock()
         pause = _FIRST_PAUSE_S
         while True:
+            attempt = self._clock()
             try:
                 value = function()
             except StoreError as exc:
@@ -150,7 +178,7 @@ class Outage:
                 self._sleep(pause)
                 pause = min(pause * 2, _LONGEST_PAUSE_S)
                 continue
-            self.came_back()
+            self.came_back(attempt)
             return value
 
 

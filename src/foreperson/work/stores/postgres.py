@@ -260,11 +260,12 @@ class _Listener:
             return None
         from psycopg import sql
 
+        began = store._outage.now()
         conn = store._psycopg.connect(store.dsn, autocommit=True,
                                       connect_timeout=max(1, int(timeout_s)))
         conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
         self._conn = conn
-        store._outage.came_back()
+        store._outage.came_back(began)
         if store._closed:          # closed while connecting
             conn.close()
             return None
@@ -361,7 +362,7 @@ class PostgresStore(PostgresPruning):
         self._ready = _Listener(self, self.channel)
         self._done = _Listener(self, f"{self.schema}.done")
         self._psycopg = psycopg
-        self._outage = Outage(self._where(), reconnect_s)
+        self._outage = Outage(self._where(), reconnect_s, on_back=self._drop_dead)
         quiet_pool_outages()
         schema_name = self.schema
 
@@ -433,6 +434,13 @@ class PostgresStore(PostgresPruning):
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise StoreError(f"cannot connect to PostgreSQL ({self._where()}): {reason}",
                              transient=True) from exc
+
+    def _drop_dead(self) -> None:
+        """Test the idle pooled connections and drop those that died (after an outage:
+        a restart leaves every idle one dead, and each would fail its next call)."""
+        pool = getattr(self, "_pool", None)
+        if pool is not None and not self._closed:
+            pool.check()
 
     def _where(self) -> str:
         try:
@@ -507,6 +515,11 @@ class PostgresStore(PostgresPruning):
         call of the batch is undone and StoreError is raised (at the failing call and
         again on leaving the block); retry the batch.
 
+        Beginning the transaction rides out an outage like a single call does (see
+        :mod:`._pg_reconnect`): a pooled connection that died while idle (a server
+        restart) is found at ``BEGIN``, before anything of the batch ran, so the batch
+        waits for the server instead of failing.
+
         Raises:
             StoreError: the database failed; nothing of the batch was committed.
         """
@@ -514,10 +527,9 @@ class PostgresStore(PostgresPruning):
             yield
             return
         psycopg = self._psycopg
-        if self._closed:
-            raise StoreError("the store is closed")
+        conn, opened = self._outage.call(self._begin_batch)
         try:
-            with self._pool.connection() as conn, conn.transaction():
+            with opened:
                 self._local.conn = conn
                 self._local.failed = False
                 self._local.transient = False
@@ -531,6 +543,27 @@ class PostgresStore(PostgresPruning):
                                      transient=self._local.transient)
         except psycopg.Error as exc:
             raise self._failed(exc) from exc
+
+    def _begin_batch(self) -> tuple[Any, contextlib.ExitStack]:
+        """A pooled connection with a transaction begun on it, and the stack that commits
+        (or rolls back) and returns it on exit.
+
+        Raises:
+            StoreError: the store is closed, or no connection could begin a transaction
+                (``transient`` for a lost server: :meth:`batch` then tries again).
+        """
+        psycopg = self._psycopg
+        if self._closed:
+            raise StoreError("the store is closed")
+        opened = contextlib.ExitStack()
+        try:
+            conn = opened.enter_context(self._pool.connection())
+            opened.enter_context(conn.transaction())
+        except psycopg.Error as exc:
+            with contextlib.suppress(psycopg.Error):   # the pool drops a broken connection
+                opened.__exit__(type(exc), exc, exc.__traceback__)
+            raise self._failed(exc) from exc
+        return conn, opened
 
     # -- schema ----------------------------------------------------------------
     @property

@@ -150,6 +150,10 @@ class SqliteStore(SqlitePruning):
             self._migrate()
             self._second = -1
             self._identity = _identity(self.path)
+            # the write-ahead log this connection keeps open (it stays while we are
+            # connected): told apart from a new one if the database is replaced
+            wal = None if self._identity is None else _identity(self.path + "-wal")
+            self._wal_identity = None if wal == (-1, -1) else wal
         except sqlite3.Error as exc:
             self._close_quietly()
             raise StoreError(f"cannot open task database {self.path}: {exc}") from exc
@@ -237,11 +241,12 @@ class SqliteStore(SqlitePruning):
                 raise _store_error(self.path, exc, "cannot start a transaction: ") from exc
             second = int(self.clock.now())
             try:
-                if second != self._second and self._second is not None:
-                    self._check_file()                 # once a second, like the clock
-                    # the second the aggregates' triggers file this transaction's changes
-                    # under (written once a second, not once a transaction)
-                    self._conn.execute(sql.SET_CLOCK, (second,))
+                if self._second is not None:
+                    self._check_file()          # every write (one stat, a few µs)
+                    if second != self._second:
+                        # the second the aggregates' triggers file this transaction's
+                        # changes under (written once a second, not once a transaction)
+                        self._conn.execute(sql.SET_CLOCK, (second,))
                 yield self._conn
             except sqlite3.Error as exc:
                 self._rollback()
@@ -260,17 +265,33 @@ class SqliteStore(SqlitePruning):
 
     def _check_file(self) -> None:
         """Refuse to go on writing to a file that was deleted or replaced under this
-        store (its writes would go to a file nobody can open any more).
+        store (its writes would go to a file nobody can open any more). Checked before
+        every write transaction, so the first write after the change fails.
+
+        A database moved over the path (``mv``) leaves this store's ``-wal`` beside it,
+        and SQLite would apply that log's pages to the new file when it is next opened;
+        the message says so, and what to delete.
 
         Raises:
             StoreError: the path is gone, or is another file now.
         """
-        if self._identity is None or _identity(self.path) == self._identity:
+        if self._identity is None:
             return
+        now = _identity(self.path)
+        if now == self._identity:
+            return
+        stale = ""
+        wal = self.path + "-wal"
+        if now != (-1, -1) and self._wal_identity is not None and (
+                _identity(wal) == self._wal_identity):
+            stale = (f"; {wal} beside the new file is the old database's write-ahead log, "
+                     "which SQLite would apply to the new file: once every process using "
+                     f"it has stopped, delete it and {self.path}-shm before anything opens "
+                     "the new file")
         raise StoreError(
             f"{self.path} was deleted or replaced while this process had it open: what was "
             "written since went to the old file; stop the job, put the database back (or "
-            "start again with a new --db) and run it again")
+            f"start again with a new --db) and run it again{stale}")
 
     def _rollback(self) -> None:
         """Roll the transaction back, if SQLite has not already (it does by itself on
