@@ -12,6 +12,8 @@ seen the rules marks every draft ``send`` (sendable as it is), ``edit`` (needs e
         ../shared/data/helpdesk/dataset-v3_27_3-big-release.json \\
         --split test --limit 40 --out review/
     # the reviewer fills review/verdicts.jsonl: {"n": 1, "verdict": "send", "why": "..."}
+    # (--never-send benchmarks/helpdesk_never_send.txt: what a support lead wrote after
+    # a review found the team's own answers wrong)
     python benchmarks/eval_drafts.py score review/
 
 Rows are split into ten folds by a hash of their id (the same on every machine). Each
@@ -19,7 +21,10 @@ fold's tickets are drafted with the other nine folds as examples. ``dev`` is fol
 one looked at while working on the rules; ``test`` is the nine others, for the reviewer
 only (``--limit`` draws a random sample of their unflagged drafts). Output: the unflagged
 share, and with verdicts the share of unflagged drafts in each mark. Targets (issue 23):
-0 ``never``, >= 70 % ``send``.
+0 ``never``, >= 70 % ``send``. With ``--with-team-answers`` each sampled ticket is on the
+sheet twice, once with the draft and once with the answer the team itself sent, shuffled
+and unmarked; ``score`` then counts the team's answers apart: the ceiling for drafts that
+copy them, judged by the same reviewer in the same sitting.
 """
 
 from __future__ import annotations
@@ -59,14 +64,18 @@ def write_fold(rows: list[dict[str, Any]], fold: int, folder: Path) -> dict[str,
     return paths
 
 
-def run_job(paths: dict[str, Path], folder: Path) -> list[dict[str, Any]]:
-    """Run the ticket job on the fold's tickets with the examples; its result lines."""
+def run_job(paths: dict[str, Path], folder: Path,
+            never_send: str | None = None) -> list[dict[str, Any]]:
+    """Run the ticket job on the fold's tickets with the examples (and ``--never-send``
+    when given); its result lines."""
     out = folder / "results.jsonl"
     for stale in (out, folder / "tasks.db"):
         stale.unlink(missing_ok=True)
     command = ["foreperson", "tickets", str(paths["tickets"]), "--examples",
                str(paths["examples"]), "--out", str(out), "--db", str(folder / "tasks.db"),
                "--no-progress"]
+    if never_send:
+        command += ["--never-send", str(Path(never_send).resolve())]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         sys.exit(f"the job failed (exit {done.returncode}):\n{done.stderr or done.stdout}")
@@ -81,7 +90,8 @@ def sheet(args: argparse.Namespace) -> None:
     folds = [DEV_FOLD] if args.split == "dev" else [f for f in range(10) if f != DEV_FOLD]
     results: list[dict[str, Any]] = []
     for fold in folds:
-        results += run_job(write_fold(rows, fold, folder / f"fold-{fold}"), folder / f"fold-{fold}")
+        results += run_job(write_fold(rows, fold, folder / f"fold-{fold}"),
+                           folder / f"fold-{fold}", args.never_send)
     unflagged = [r for r in results if not r["needs_human"]]
     random.Random(args.seed).shuffle(unflagged)
     chosen = unflagged[:args.limit] if args.limit else unflagged
@@ -95,15 +105,22 @@ def sheet(args: argparse.Namespace) -> None:
              "could cause harm).", "",
              "Write one JSON line per ticket to `verdicts.jsonl` in this folder: "
              '`{"n": 1, "verdict": "send", "why": "one sentence"}`.', ""]
-    for n, result in enumerate(chosen, 1):
+    # with --with-team-answers each ticket comes twice, once with our draft and once with
+    # the answer the team itself sent (the export's), in a shuffled order and never said
+    # which: the team's answers are the ceiling a draft copied from them can reach
+    entries = [(r, "draft", r["draft_reply"]) for r in chosen]
+    if args.with_team_answers:
+        entries += [(r, "team", tickets[str(r["id"])]["answer"]) for r in chosen]
+        random.Random(args.seed + 1).shuffle(entries)
+    for n, (result, _, reply) in enumerate(entries, 1):
         ticket = tickets[str(result["id"])]
         lines += [f"## {n}", "", f"**Subject:** {ticket['subject'] or '(none)'}", "",
                   "**Customer:**", "", _quoted(ticket["body"]), "", "**Drafted reply:**", "",
-                  _quoted(result["draft_reply"]), ""]
+                  _quoted(reply), ""]
     (folder / "review.md").write_text("\n".join(lines), encoding="utf-8")
     (folder / "key.json").write_text(json.dumps(
-        [{"n": n, "id": r["id"], "category": r["category"]} for n, r in
-         enumerate(chosen, 1)], indent=1), encoding="utf-8")
+        [{"n": n, "id": r["id"], "category": r["category"], "source": source}
+         for n, (r, source, _) in enumerate(entries, 1)], indent=1), encoding="utf-8")
     print(json.dumps({"split": args.split, "tickets": len(results),
                       "unflagged": len(unflagged),
                       "unflagged_share": round(len(unflagged) / max(len(results), 1), 3),
@@ -127,17 +144,22 @@ def score(args: argparse.Namespace) -> None:
             sys.exit(f"verdicts.jsonl:{number}: verdict must be one of {', '.join(VERDICTS)}")
         verdicts[int(row["n"])] = row
     missing = [k["n"] for k in key if k["n"] not in verdicts]
-    counts = Counter(v["verdict"] for v in verdicts.values())
-    total = sum(counts.values())
-    report = {"judged": total, "missing": missing,
-              **{v: counts[v] for v in VERDICTS},
-              **{f"{v}_share": round(counts[v] / max(total, 1), 3) for v in VERDICTS},
-              "met": counts["never"] == 0 and counts["send"] >= 0.7 * total and not missing}
-    print(json.dumps(report))
+    for source in sorted({k.get("source", "draft") for k in key}):
+        numbers = {k["n"] for k in key if k.get("source", "draft") == source}
+        counts = Counter(v["verdict"] for n, v in verdicts.items() if n in numbers)
+        total = sum(counts.values())
+        report = {"replies": source, "judged": total, "missing": missing,
+                  **{v: counts[v] for v in VERDICTS},
+                  **{f"{v}_share": round(counts[v] / max(total, 1), 3) for v in VERDICTS}}
+        if source == "draft":
+            report["met"] = (counts["never"] == 0 and counts["send"] >= 0.7 * total
+                             and not missing)
+        print(json.dumps(report))
     for n in sorted(verdicts):
         if verdicts[n]["verdict"] != "send":
             ticket = next(k for k in key if k["n"] == n)
-            print(f"  {n} (id {ticket['id']}): {verdicts[n]['verdict']}: "
+            print(f"  {n} ({ticket.get('source', 'draft')}, id {ticket['id']}): "
+                  f"{verdicts[n]['verdict']}: "
                   f"{verdicts[n].get('why', '')}")
 
 
@@ -151,6 +173,11 @@ def main() -> None:
     make.add_argument("--out", required=True, help="folder for the split, results and sheet")
     make.add_argument("--limit", type=int, default=0, help="review at most this many (0: all)")
     make.add_argument("--seed", type=int, default=23)
+    make.add_argument("--never-send", help="the job's --never-send file (phrases the team "
+                      "marked as wrong in its own answers)")
+    make.add_argument("--with-team-answers", action="store_true",
+                      help="also put each ticket's own answer from the export on the sheet, "
+                           "shuffled among the drafts and not marked (the ceiling)")
     make.set_defaults(run=sheet)
     judge = commands.add_parser("score", help="count verdicts.jsonl in a sheet's folder")
     judge.add_argument("folder")

@@ -46,6 +46,15 @@ def make_tickets(path: Path, n: int) -> list[str]:
     return ids
 
 
+def write_examples(path: Path, rows: list[tuple[str, str, str]], *,
+                   answer_column: str = "answer") -> None:
+    """A labelled examples CSV: text, label and the answer a draft copies."""
+    with path.open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["text", "label", answer_column])
+        out.writerows(rows)
+
+
 def read_results(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
@@ -464,10 +473,7 @@ def test_the_examples_answer_column_is_named_on_the_command_line(tmp_path):
              "We corrected the charge on your invoice.")] * 4
     rows += [("the parcel was never delivered", "Shipping",
               "We asked the carrier where your parcel is.")] * 4
-    with (tmp_path / "ex.csv").open("w", newline="") as f:
-        out = csv.writer(f)
-        out.writerow(["text", "label", "agent_reply"])
-        out.writerows(rows)
+    write_examples(tmp_path / "ex.csv", rows, answer_column="agent_reply")
     (tmp_path / "in.csv").write_text("id,subject,body\nA1,Invoice,my invoice shows a wrong "
                                      "charge\n")
     foreperson("tickets", "in.csv", "--examples", "ex.csv", "--examples-answer-column",
@@ -485,3 +491,36 @@ def test_the_examples_answer_column_is_named_on_the_command_line(tmp_path):
     assert all(len(line) <= 80 for line in lines)
     assert "--examples-answer-column" in helped.stdout and "…" not in helped.stdout
     assert "answer / reply / response / draft_reply" in " ".join(" ".join(lines).split())
+
+
+def test_a_never_send_file_flags_the_drafts_that_say_a_listed_phrase(tmp_path):
+    rows = [("my laptop battery drains fast", "Hardware",
+             "Please reset the  smc, then charge it fully.")] * 4
+    rows += [("the parcel was never delivered", "Shipping",
+              "We asked the carrier where your parcel is.")] * 4
+    write_examples(tmp_path / "ex.csv", rows)
+    (tmp_path / "in.csv").write_text("id,subject,body\nA1,Battery,my laptop battery drains "
+                                     "fast\nA2,Parcel,the parcel was never delivered\n")
+    (tmp_path / "never.txt").write_text("# wrong in our own answers\n\nReset the SMC\nPRAM\n")
+    common = ("--examples", "ex.csv", "--min-confidence", "0", "--no-progress")
+    foreperson("tickets", "in.csv", *common, "--out", "plain.jsonl", "--db", "plain.db",
+               cwd=tmp_path)
+    plain = {r["id"]: r for r in read_results(tmp_path / "plain.jsonl")}
+    assert "reset the  smc" in plain["A1"]["draft_reply"]     # copied, not flagged
+    assert not plain["A1"]["needs_human"] and not plain["A2"]["needs_human"]
+    foreperson("tickets", "in.csv", *common, "--never-send", "never.txt", "--out", "o.jsonl",
+               "--db", "t.db", cwd=tmp_path)
+    results = {r["id"]: r for r in read_results(tmp_path / "o.jsonl")}
+    assert results["A1"]["needs_human"]
+    assert "never to send ('Reset the SMC', never.txt:3)" in results["A1"]["reason"]
+    assert not results["A2"]["needs_human"]     # whole phrases only: nothing else flagged
+    # the list is one of the run's settings: changing it under the same database is named
+    (tmp_path / "never.txt").write_text("SMC\n")
+    changed = foreperson("tickets", "in.csv", *common, "--never-send", "never.txt", "--out",
+                         "o.jsonl", "--db", "t.db", cwd=tmp_path, check=False)
+    assert changed.returncode == 2 and "phrases of --never-send changed" in changed.stderr
+    (tmp_path / "bad.txt").write_text("SMC\nx\n")
+    bad = foreperson("tickets", "in.csv", *common, "--never-send", "bad.txt", "--out",
+                     "b.jsonl", "--db", "b.db", cwd=tmp_path, check=False)
+    assert bad.returncode == 2 and "bad.txt:2" in bad.stderr and "Traceback" not in bad.stderr
+    assert not (tmp_path / "b.db").exists()

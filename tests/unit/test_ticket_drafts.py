@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from foreperson.errors import ConfigurationError
 from foreperson.tickets.drafts import (
     borrowed_claims,
     fill_placeholders,
+    load_never_send,
+    never_send,
     placeholders,
     request_mismatches,
     swap_references,
@@ -283,3 +286,31 @@ def test_a_language_models_draft_has_its_slots_filled_and_the_rest_flagged():
     assert draft["draft_reply"].startswith("Hello Dana Lee, order 55-1234 is cancelled")
     assert draft["flags"] == [
         "draft has placeholders to fill in ([Customer Support Phone Number])"]
+
+
+def test_never_send_matches_whole_phrases_in_any_case_and_spacing(tmp_path):
+    listed = tmp_path / "never.txt"
+    listed.write_text("# comment\nreset the SMC\n\n  PRAM  \nC++ tips\n", encoding="utf-8")
+    phrases = load_never_send(listed)
+    assert phrases == [("reset the SMC", "never.txt:2"), ("PRAM", "never.txt:4"),
+                       ("C++ tips", "never.txt:5")]
+    said = never_send("Please RESET the\n smc and then the pram. Our C++ tips help.", phrases)
+    assert said == ["draft says what the team marked never to send ('reset the SMC', "
+                    "never.txt:2)",
+                    "draft says what the team marked never to send ('PRAM', never.txt:4)",
+                    "draft says what the team marked never to send ('C++ tips', "
+                    "never.txt:5)"]
+    assert never_send("Try resetting the SMCs and the PRAMS, or a programme.", phrases) == []
+
+
+def test_a_never_send_file_that_cannot_be_used_is_named(tmp_path):
+    with pytest.raises(ConfigurationError, match=r"missing.txt: cannot read"):
+        load_never_send(tmp_path / "missing.txt")
+    short = tmp_path / "short.txt"
+    short.write_text("SMC\n-\n", encoding="utf-8")
+    with pytest.raises(ConfigurationError, match=r"short.txt:2: '-' is too short"):
+        load_never_send(short)
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(b"SMC\n\xff\xfe\n")
+    with pytest.raises(ConfigurationError, match=r"binary.txt: a never-send file must be UTF-8"):
+        load_never_send(binary)

@@ -159,6 +159,10 @@ def tickets(
         help="Triage signals that raise a ticket's priority to high, separated by commas "
              "(outage, security, legal, 'angry customer', 'asks for a person'; 'none' for "
              "none). Default: outage,security,legal.")] = None,
+    never_send: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        help="A text file of phrases your team never wants sent, one per line ('#' starts "
+             "a comment), e.g. a step your past answers got wrong: a draft that says one is "
+             "flagged for a person, naming the phrase and its line.")] = None,
     prune_older_than: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="First delete the task databases of earlier runs (each input has its own: "
              "`*.tasks.db` in this run's folder, or with --dsn its schema) whose every task "
@@ -194,7 +198,7 @@ def tickets(
         id_column=id_column, subject_column=subject_column, body_column=body_column,
         target_precision=target_precision, min_confidence=min_confidence,
         max_attempts=max_attempts, stale_after=stale_after, model=model, base_url=base_url,
-        model_timeout_s=timeout, prune_older_than=prune_older_than,
+        model_timeout_s=timeout, prune_older_than=prune_older_than, never_send=never_send,
         raise_priority=None if raise_priority is None else parse_raise_priority(
             raise_priority, "--raise-priority"))
     show = sys.stderr.isatty() if progress is None else progress

@@ -22,13 +22,18 @@ visit) or announces an outage must be read by a person before it is sent; and a 
 answer by :func:`borrowed_claims`: what held for the example's ticket and nobody checked
 for this one, that work is under way ("our team is investigating"), that the request is
 already carried out ("your refund has been processed"), a page or a phone line it sends
-the customer to without giving it ("visit our website").
+the customer to without giving it ("visit our website"). What the team itself has
+found wrong in its own answers (a step for a product that has no such part) no rule can
+know: :func:`never_send` flags a draft that says what a ``--never-send`` file lists.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from pathlib import Path
 
+from ..errors import ConfigurationError
 from ._patterns import (
     ALREADY_DONE,
     CONTACT_DETAILS,
@@ -40,7 +45,8 @@ from ._patterns import (
 )
 
 __all__ = ["TEMPLATE_CATEGORIES", "borrowed_claims", "draft_promises", "fill_placeholders",
-           "foreign_identifiers", "personal_greeting", "placeholders", "references",
+           "foreign_identifiers", "load_never_send", "never_send", "personal_greeting",
+           "placeholders", "references",
            "request_mismatches", "signature_name", "swap_references", "template_reply",
            "typed_references"]
 
@@ -720,3 +726,76 @@ def request_mismatches(example: str, answer: str, ticket: str,
         reasons.append(f"the example is about {', '.join(named[:3])}; the ticket does not "
                        "mention it")
     return reasons
+
+
+MAX_NEVER_SEND = 10_000
+"""Phrases a ``--never-send`` file may list."""
+
+
+def load_never_send(path: str | Path) -> list[tuple[str, str]]:
+    """The phrases of a never-send file: what the team has found wrong in its own
+    answers and never wants sent again ("reset the SMC" for a machine that has none),
+    one phrase per line, in any language; blank lines and lines starting with ``#`` are
+    skipped.
+
+    Args:
+        path: the file (UTF-8 text).
+
+    Returns:
+        ``[(phrase, "file:line"), ...]`` in the file's order, each phrase with its
+        whitespace collapsed.
+
+    Raises:
+        ConfigurationError: the file cannot be read or is not UTF-8 text, a phrase has
+            fewer than 2 characters (``file:line``), or it has more than
+            :data:`MAX_NEVER_SEND` phrases.
+    """
+    where = Path(path)
+    try:
+        text = where.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigurationError(f"{where}: a never-send file must be UTF-8 text "
+                                 f"(byte {exc.start} is not)") from None
+    except OSError as exc:
+        raise ConfigurationError(f"{where}: cannot read the never-send file "
+                                 f"({exc.strerror or exc})") from None
+    phrases = []
+    for number, line in enumerate(text.splitlines(), 1):
+        phrase = " ".join(line.split())
+        if not phrase or phrase.startswith("#"):
+            continue
+        if len(phrase) < 2:
+            raise ConfigurationError(f"{where}:{number}: {line.strip()!r} is too short to "
+                                     "match as a phrase (write the words the drafts must not "
+                                     "say, at least 2 characters)")
+        phrases.append((phrase, f"{where.name}:{number}"))
+        if len(phrases) > MAX_NEVER_SEND:
+            raise ConfigurationError(f"{where}: more than {MAX_NEVER_SEND:,} phrases")
+    return phrases
+
+
+@functools.lru_cache(maxsize=4096)
+def _phrase_pattern(phrase: str) -> re.Pattern[str]:
+    words = [re.escape(w) for w in phrase.split()]
+    head = r"\b" if re.match(r"\w", phrase) else ""
+    tail = r"\b" if re.search(r"\w$", phrase) else ""
+    return re.compile(head + r"\s+".join(words) + tail, re.IGNORECASE)
+
+
+def never_send(draft: str, phrases: list[tuple[str, str]] | list[list[str]]) -> list[str]:
+    """What a draft says that the team listed as never to be sent (:func:`load_never_send`):
+    each phrase matched as whole words, whatever the case and the spacing.
+
+    Args:
+        draft: the draft reply.
+        phrases: ``[(phrase, where), ...]`` (``where``: ``file:line``).
+
+    Returns:
+        reasons such as ``"draft says what the team marked never to send ('reset the
+        SMC', never-send.txt:3)"``, one per phrase found (empty: none).
+    """
+    out = []
+    for phrase, where in phrases:
+        if _phrase_pattern(phrase).search(draft):
+            out.append(f"draft says what the team marked never to send ({phrase!r}, {where})")
+    return out

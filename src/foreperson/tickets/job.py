@@ -36,6 +36,7 @@ from ..errors import ConfigurationError, redact_url
 from ..work.app import App
 from ..work.leases import DEFAULT_LEASE_S
 from ..work.store import TaskStore
+from .drafts import load_never_send
 from .model import Example, TicketModel, bundled_examples, load_examples
 from .reader import MAX_TICKET_CHARS, Tickets, TicketStream, scan_tickets
 from .rerun import SETTING_OPTIONS, check_earlier_run
@@ -119,6 +120,8 @@ class JobOptions:
         raise_priority: the triage signals that raise a ticket's priority to high
             (None: ``$FOREPERSON_TICKETS_RAISE_PRIORITY``, else security, legal and
             outage; ``()``: none).
+        never_send: a file of phrases a draft must not say (one per line): a draft that
+            says one is flagged, naming the phrase and its line.
     """
 
     input_file: Path
@@ -143,6 +146,7 @@ class JobOptions:
     prune_older_than: str | None = None
     raise_priority: tuple[str, ...] | None = None
     model_timeout_s: float | None = None
+    never_send: Path | None = None
 
     def resolved(self) -> JobOptions:
         """These options with the defaults of ``db`` (without ``dsn``) and ``out``
@@ -418,7 +422,8 @@ def _check_earlier_run(tickets: Tickets, store: TaskStore, options: JobOptions,
     return check_earlier_run(tickets, store, options.out,
                              fingerprint=fingerprint_of(kind, options.model, training),
                              settings=job_settings(options.target_precision,
-                                                   options.min_confidence))
+                                                   options.min_confidence,
+                                                   _never_send(options)))
 
 
 def _warn_thin_labels(examples: Path | None, training: list[Example],
@@ -459,10 +464,21 @@ def _make_job(training: list[Example], options: JobOptions,
 
 
 def _with_raise(job: TicketJob, options: JobOptions) -> TicketJob:
-    """``job`` with ``options.raise_priority`` when it was given."""
+    """``job`` with ``options.raise_priority`` and ``options.never_send`` when given."""
+    if options.never_send is not None:
+        job = replace(job, never_send=tuple(_never_send(options)))
     if options.raise_priority is None:
         return job
     return replace(job, raise_priority=options.raise_priority)
+
+
+def _never_send(options: JobOptions) -> list[tuple[str, str]]:
+    """The phrases of ``options.never_send`` (none without it).
+
+    Raises:
+        ConfigurationError: the file cannot be read, or a line of it is not a phrase.
+    """
+    return [] if options.never_send is None else load_never_send(options.never_send)
 
 
 def _remote_hint(options: JobOptions) -> str:

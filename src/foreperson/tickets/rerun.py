@@ -26,7 +26,7 @@ from .tasks import CLASSIFY, endpoint_down
 __all__ = ["SETTING_OPTIONS", "check_earlier_run", "check_rerun", "revive_endpoint_down"]
 
 SETTING_OPTIONS = {"target_precision": "--target-precision",
-                   "min_confidence": "--min-confidence"}
+                   "min_confidence": "--min-confidence", "never_send": "--never-send"}
 """The settings a ticket's tasks carry, and the option that sets each."""
 
 
@@ -198,7 +198,15 @@ def _check_settings(earlier: dict[str, Any] | None, now: dict[str, Any]) -> None
         return
     for key, option in SETTING_OPTIONS.items():
         if earlier.get(key) != now.get(key):
+            if isinstance(earlier.get(key), list) and isinstance(now.get(key), list):
+                raise ConfigurationError(
+                    f"the phrases of {option} changed since the earlier run on this task "
+                    f"database: run with the same {option} file, or use another --db and "
+                    "--out to process the input again")
+
             def shown(value: Any) -> str:
+                if isinstance(value, list):     # never_send: (phrase, file:line) pairs
+                    return f"{len(value)} phrase(s) from {value[0][1].split(':')[0]}"
                 return "not given" if value is None else str(value)
             raise ConfigurationError(
                 f"{option} was {shown(earlier.get(key))} in the earlier run on this task "

@@ -23,7 +23,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,6 +31,7 @@ from ..errors import ConfigurationError, GiveUp
 from ..work.app import App
 from ..work.task import Task
 from ..work.worker import current_batch, current_task
+from .drafts import never_send
 from .model import Classification, TicketModel, bundled_examples, load_examples, raised_priority
 from .reader import Ticket, Tickets
 from .triage import SIGNALS
@@ -105,9 +106,24 @@ def fingerprint_of(kind: str, model_name: str | None, examples: Iterable[Any]) -
     return digest.hexdigest()[:16]
 
 
-def job_settings(target_precision: float, min_confidence: float | None) -> dict[str, Any]:
-    """The triage settings every task of a job carries (compared on a re-run)."""
-    return {"target_precision": target_precision, "min_confidence": min_confidence}
+def job_settings(target_precision: float, min_confidence: float | None,
+                 never_send: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
+    """The triage settings every task of a job carries (compared on a re-run).
+
+    Args:
+        target_precision: share (0..1) of unflagged tickets that should be right.
+        min_confidence: a fixed confidence threshold (0..1), or None.
+        never_send: ``(phrase, "file:line")`` pairs a draft must not say
+            (:func:`~foreperson.tickets.drafts.load_never_send`); kept only when given.
+
+    Returns:
+        ``{"target_precision", "min_confidence"[, "never_send"]}`` (JSON values).
+    """
+    settings: dict[str, Any] = {"target_precision": target_precision,
+                                "min_confidence": min_confidence}
+    if never_send:
+        settings["never_send"] = [[phrase, where] for phrase, where in never_send]
+    return settings
 
 
 def kinds_for(fingerprint: str) -> tuple[str, str, str]:
@@ -231,6 +247,9 @@ class TicketJob:
             reason saying so (:func:`~foreperson.tickets.model.raised_priority`).
             Workers started by ``foreperson worker`` read it from
             ``FOREPERSON_TICKETS_RAISE_PRIORITY`` (names separated by commas; ``none``).
+        never_send: ``(phrase, "file:line")`` pairs: a draft that says one is flagged
+            (:func:`~foreperson.tickets.drafts.never_send`). They travel in the tasks'
+            settings, so a worker process applies the job's list.
     """
 
     model: Any
@@ -238,6 +257,7 @@ class TicketJob:
     target_precision: float = 0.9
     min_confidence: float | None = None
     raise_priority: tuple[str, ...] = field(default_factory=lambda: _raise_priority_setting())
+    never_send: tuple[tuple[str, str], ...] = ()
     _thresholds: dict[tuple[float, float | None], float] = field(default_factory=dict,
                                                                  repr=False)
 
@@ -254,7 +274,7 @@ class TicketJob:
     @property
     def settings(self) -> dict[str, Any]:
         """The triage settings every task of this job carries (:func:`job_settings`)."""
-        return job_settings(self.target_precision, self.min_confidence)
+        return job_settings(self.target_precision, self.min_confidence, self.never_send)
 
     @classmethod
     def from_environment(cls) -> TicketJob:
@@ -434,8 +454,12 @@ class TicketJob:
         drafted = records[draft_id].result or {}
         verdict = Classification(classified["category"], classified["confidence"],
                                  classified["priority"], classified.get("language", ""))
-        threshold = self.threshold(task.payload.get("settings"))
+        settings = task.payload.get("settings") or {}
+        threshold = self.threshold(settings or None)
         flags = drafted.get("flags", [])
+        if settings.get("never_send"):       # the job's list, wherever this worker runs
+            flags = [*flags, *never_send(drafted.get("draft_reply", ""),
+                                         settings["never_send"])]
         triage = self.model.triage(text, verdict, flags, min_confidence=threshold)
         priority, why = raised_priority(verdict.priority, triage.reasons, self.raise_priority)
         if why:
