@@ -113,12 +113,22 @@ def test_killed_job_resumes_and_writes_every_ticket_exactly_once(tmp_path):
     store.close()
 
 
-def test_malformed_input_stops_before_any_work(tmp_path):
-    (tmp_path / "bad.csv").write_text('id,subject,body\n1,a,b\n2,"never closed,c\n')
-    proc = foreperson("tickets", "bad.csv", "--db", "t.db", "--out", "out.jsonl",
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("bad.csv", 'id,subject,body\n1,a,b\n2,"never closed,c\n', "bad.csv:3: malformed CSV"),
+    ("deep.jsonl", '{"id": "a", "body": "hi"}\n{"id": "b", "body": ' + DEEP + "}\n",
+     "deep.jsonl:2: JSON nested too deeply"),
+    ("deep.json", '[{"id": "a", "body": ' + DEEP + "}]", "deep.json"),
+], ids=["csv", "deep-jsonl", "deep-json"])
+def test_malformed_input_stops_before_any_work(tmp_path, name, content, message):
+    (tmp_path / name).write_text(content)
+    proc = foreperson("tickets", name, "--db", "t.db", "--out", "out.jsonl",
                       cwd=tmp_path, check=False)
     assert proc.returncode == 2
-    assert "bad.csv:3: malformed CSV" in proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) <= 2
     assert not (tmp_path / "out.jsonl").exists() and not (tmp_path / "t.db").exists()
 
 
