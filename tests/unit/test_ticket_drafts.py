@@ -9,6 +9,7 @@ from foreperson.errors import ConfigurationError
 from foreperson.tickets.drafts import (
     borrowed_claims,
     fill_placeholders,
+    informal_reply,
     load_never_send,
     never_send,
     placeholders,
@@ -314,3 +315,29 @@ def test_a_never_send_file_that_cannot_be_used_is_named(tmp_path):
     binary.write_bytes(b"SMC\n\xff\xfe\n")
     with pytest.raises(ConfigurationError, match=r"binary.txt: a never-send file must be UTF-8"):
         load_never_send(binary)
+
+
+@pytest.mark.parametrize(("answer", "ticket", "language", "said"), [
+    ("Hola: reinicia tu Surface y escríbenos.", "Mi Surface no arranca. ¿Pueden ayudarme?",
+     "es", "'tu'"),
+    ("Hallo, starte dein Gerät neu.", "Mein Gerät startet nicht. Können Sie helfen?", "de",
+     "'dein'"),
+    ("Bonjour, nous allons t'aider.", "Mon écran reste noir, pouvez-vous m'aider ?", "fr",
+     '"t\'"'),
+    ("Olá, reinicie o teu aparelho.", "O meu aparelho não liga.", "pt", "'teu'"),
+])
+def test_an_informal_reply_to_a_customer_who_did_not_write_so_is_flagged(
+        answer, ticket, language, said):
+    assert informal_reply(answer, ticket, language) == [
+        f"draft speaks informally ({said}), as the customer did not"]
+
+
+@pytest.mark.parametrize(("answer", "ticket", "language"), [
+    ("Hola: reinicia tu Surface.", "¿Me ayudas? Tu app no abre.", "es"),   # they set the tone
+    ("Por favor, reinicie su dispositivo.", "Mi dispositivo no arranca.", "es"),
+    ("Bitte starten Sie Ihr Gerät neu.", "Mein Gerät startet nicht.", "de"),
+    ("Veuillez redémarrer votre appareil. Merci de votre patience.", "Écran noir.", "fr"),
+    ("Please restart your phone.", "My phone is frozen.", "en"),     # one "you" in English
+])
+def test_a_formal_reply_or_one_in_the_customers_own_tone_is_not(answer, ticket, language):
+    assert informal_reply(answer, ticket, language) == []

@@ -737,5 +737,13 @@ UNNAMED_PHONE = _any(
     r"\b(?:appelez|contactez)-nous par t[ée]l[ée]phone\b", r"\bappelez-nous\b", r"\bnotre (?:hotline|num[ée]ro)\b",
     r"\bligue(?:-nos| para n[óo]s)\b", r"\bnossa (?:linha|central telef[ôo]nica)\b")
 
+INFORMAL = {   # the familiar "you" of each language (a reply speaks formally unless the
+    # customer did not): pronouns and possessives only, which no formal sentence uses
+    "es": _any(r"\b(?:t[úu]|tus|te|ti|contigo)\b"),
+    "de": _any(r"\b(?:du|dich|dir|dein|deine|deinen|deinem|deiner|deines)\b"),
+    "fr": _any(r"\b(?:tu|te|toi|ton|ta|tes)\b", r"\bt'(?=\w)"),
+    "pt": _any(r"\b(?:tu|teu|tua|teus|tuas|contigo)\b"),
+}
+
 LINK = re.compile(r"\bhttps?://\S+|\bwww\.\S+|\b[\w-]+\.(?:com|org|net|io|de|es|fr|pt|br)\b", _I)
 

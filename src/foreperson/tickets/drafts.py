@@ -37,6 +37,7 @@ from ..errors import ConfigurationError
 from ._patterns import (
     ALREADY_DONE,
     CONTACT_DETAILS,
+    INFORMAL,
     LINK,
     PROMISES,
     UNDER_WAY,
@@ -45,7 +46,8 @@ from ._patterns import (
 )
 
 __all__ = ["TEMPLATE_CATEGORIES", "borrowed_claims", "draft_promises", "fill_placeholders",
-           "foreign_identifiers", "load_never_send", "never_send", "personal_greeting",
+           "foreign_identifiers", "informal_reply", "load_never_send", "never_send",
+           "personal_greeting",
            "placeholders", "references",
            "request_mismatches", "signature_name", "swap_references", "template_reply",
            "typed_references"]
@@ -799,3 +801,26 @@ def never_send(draft: str, phrases: list[tuple[str, str]] | list[list[str]]) -> 
         if _phrase_pattern(phrase).search(draft):
             out.append(f"draft says what the team marked never to send ({phrase!r}, {where})")
     return out
+
+
+def informal_reply(answer: str, ticket: str, language: str) -> list[str]:
+    """Whether a copied answer speaks to the customer with the familiar "you" (tú, du,
+    tu) when the customer did not write so: the example's customer may have, this one
+    did not, and a support reply is formal unless the customer set the tone.
+
+    Args:
+        answer: the reply text.
+        ticket: the ticket's text (subject and body).
+        language: the reply's language code (``es``, ``de``, ``fr``, ``pt``; English
+            has one "you": nothing to check).
+
+    Returns:
+        ``["draft speaks informally ('tu'), as the customer did not"]`` or empty.
+    """
+    pattern = INFORMAL.get(language)
+    if pattern is None:
+        return []
+    found = pattern.search(answer)
+    if found is None or pattern.search(ticket):
+        return []
+    return [f"draft speaks informally ({found.group(0).lower()!r}), as the customer did not"]

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from .drafts import borrowed_claims, fill_placeholders
+from .drafts import borrowed_claims, fill_placeholders, informal_reply
 from .language import detect_language, dominant_language
 from .model import Classification, Example, Triage, triage
 from .triage import draft_promises
@@ -107,7 +107,9 @@ class LlmTicketModel:
         flags = ([f"draft has placeholders to fill in ({', '.join(unfilled[:3])})"]
                  if unfilled else [])
         return {"draft_reply": draft, "similarity": None, "example": -1,
-                "flags": flags + draft_promises(draft) + borrowed_claims(draft)}
+                "flags": (flags + draft_promises(draft) + borrowed_claims(draft)
+                          + informal_reply(draft, text, language
+                                           or detect_language(text, self.language)[0]))}
 
     def triage(self, text: str, result: Classification, draft_flags: Sequence[str] = (),
                *, min_confidence: float | None = None) -> Triage:

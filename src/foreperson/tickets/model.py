@@ -56,6 +56,7 @@ from .drafts import (
     borrowed_claims,
     fill_placeholders,
     foreign_identifiers,
+    informal_reply,
     personal_greeting,
     request_mismatches,
     signature_name,
@@ -536,7 +537,8 @@ class TicketModel:
                          + ")")
         if unfilled:
             flags.append("draft has placeholders to fill in (" + ", ".join(unfilled[:3]) + ")")
-        flags += draft_promises(answer) + borrowed_claims(answer)
+        flags += (draft_promises(answer) + borrowed_claims(answer)
+                  + informal_reply(answer, text, language))
         return {"draft_reply": answer, "similarity": round(similarity, 4), "example": index,
                 "language": language, "flags": flags}
 
