@@ -522,15 +522,25 @@ def test_a_never_send_file_flags_the_drafts_that_say_a_listed_phrase(tmp_path):
                "--db", "t.db", cwd=tmp_path)
     results = {r["id"]: r for r in read_results(tmp_path / "o.jsonl")}
     assert results["A1"]["needs_human"]
-    assert "never to send ('Reset the SMC', never.txt:3)" in results["A1"]["reason"]
+    assert "never to send: 'Reset the SMC' (never.txt:3)" in results["A1"]["reason"]
     assert not results["A2"]["needs_human"]     # whole phrases only: nothing else flagged
-    # the list is one of the run's settings: changing it under the same database is named
-    (tmp_path / "never.txt").write_text("SMC\n")
+    # the list is one of the run's settings: the same phrases (another file, another
+    # order) continue the run; changed ones under the same database are named
+    (tmp_path / "copy.txt").write_text("pram\nreset the smc\n")
+    again = foreperson("tickets", "in.csv", *common, "--never-send", "copy.txt", "--out",
+                       "o.jsonl", "--db", "t.db", cwd=tmp_path)
+    assert "already in o.jsonl" in again.stdout + again.stderr
+    (tmp_path / "never.txt").write_text("SMC\nPRAM\n")
     changed = foreperson("tickets", "in.csv", *common, "--never-send", "never.txt", "--out",
                          "o.jsonl", "--db", "t.db", cwd=tmp_path, check=False)
-    assert changed.returncode == 2 and "phrases of --never-send changed" in changed.stderr
+    assert changed.returncode == 2
+    assert "changed since the earlier run: it adds 'SMC' and drops 'Reset the SMC'" in \
+        changed.stderr
     (tmp_path / "bad.txt").write_text("SMC\nx\n")
     bad = foreperson("tickets", "in.csv", *common, "--never-send", "bad.txt", "--out",
                      "b.jsonl", "--db", "b.db", cwd=tmp_path, check=False)
     assert bad.returncode == 2 and "bad.txt:2" in bad.stderr and "Traceback" not in bad.stderr
     assert not (tmp_path / "b.db").exists()
+    evaluate = foreperson("tickets", "--evaluate", "--examples", "ex.csv", "--never-send",
+                          "never.txt", cwd=tmp_path, check=False)
+    assert evaluate.returncode == 2 and "leave out --never-send" in evaluate.stderr

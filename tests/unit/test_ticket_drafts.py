@@ -296,11 +296,8 @@ def test_never_send_matches_whole_phrases_in_any_case_and_spacing(tmp_path):
     assert phrases == [("reset the SMC", "never.txt:2"), ("PRAM", "never.txt:4"),
                        ("C++ tips", "never.txt:5")]
     said = never_send("Please RESET the\n smc and then the pram. Our C++ tips help.", phrases)
-    assert said == ["draft says what the team marked never to send ('reset the SMC', "
-                    "never.txt:2)",
-                    "draft says what the team marked never to send ('PRAM', never.txt:4)",
-                    "draft says what the team marked never to send ('C++ tips', "
-                    "never.txt:5)"]
+    assert said == ["draft says what the team marked never to send: 'reset the SMC' "
+                    "(never.txt:2), 'PRAM' (never.txt:4), 'C++ tips' (never.txt:5)"]
     assert never_send("Try resetting the SMCs and the PRAMS, or a programme.", phrases) == []
 
 
@@ -341,3 +338,15 @@ def test_an_informal_reply_to_a_customer_who_did_not_write_so_is_flagged(
 ])
 def test_a_formal_reply_or_one_in_the_customers_own_tone_is_not(answer, ticket, language):
     assert informal_reply(answer, ticket, language) == []
+
+
+def test_a_never_send_file_from_any_editor_matches_as_written(tmp_path):
+    listed = tmp_path / "never.txt"    # Notepad's byte-order mark and line ends, macOS's
+    # decomposed accents, a phrase listed twice, Chinese (no spaces between words)
+    listed.write_bytes("\ufeffSMC\r\nde\u0301ja\u0300 vu\r\nsmc\r\n支付失败\r\n退\r\n".encode())
+    phrases = load_never_send(listed)
+    assert [p for p, _ in phrases] == ["SMC", "déjà vu", "支付失败", "退"]
+    assert never_send("Reset the SMC.", phrases) != []
+    assert never_send("C'est du déjà vu.", phrases) != []
+    assert never_send("支付失败请重试", phrases) != []
+    assert never_send("Nothing here.", phrases) == []

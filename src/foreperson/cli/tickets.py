@@ -50,7 +50,7 @@ EXAMPLES_HELP = ("Your labelled tickets to train on (CSV/JSON/JSONL with text, l
 def _check_options(*, input_file: Path | None, evaluate: bool, workers: int, db: str | None,
                    dsn: str | None, schema: str | None, examples: Path | None,
                    example_columns: bool, model: str | None, base_url: str | None,
-                   timeout: float | None = None) -> None:
+                   timeout: float | None = None, never_send: bool = False) -> None:
     """Every option combination that cannot work, before anything is read or trained.
 
     Raises:
@@ -74,6 +74,8 @@ def _check_options(*, input_file: Path | None, evaluate: bool, workers: int, db:
         (base_url is not None and model is None, "--base-url goes with --model"),
         (timeout is not None and model is None, "--timeout goes with --model (the offline "
                                                 "model makes no requests)"),
+        (evaluate and never_send, "--evaluate scores the classifier and writes no drafts: "
+                                  "leave out --never-send"),
     ]
     for wrong, message in problems:
         if wrong:
@@ -160,9 +162,10 @@ def tickets(
              "(outage, security, legal, 'angry customer', 'asks for a person'; 'none' for "
              "none). Default: outage,security,legal.")] = None,
     never_send: Annotated[Optional[Path], typer.Option(  # noqa: UP045
-        help="A text file of phrases your team never wants sent, one per line ('#' starts "
-             "a comment), e.g. a step your past answers got wrong: a draft that says one is "
-             "flagged for a person, naming the phrase and its line.")] = None,
+        help="A UTF-8 text file of phrases your team never wants sent, one per line (lines "
+             "starting with '#' are comments), e.g. a step your past answers got wrong: a "
+             "draft that says one (as whole words, any case) is flagged for a person, naming "
+             "the phrase and its line. A re-run on the same --db needs the same phrases.")] = None,
     prune_older_than: Annotated[Optional[str], typer.Option(  # noqa: UP045
         help="First delete the task databases of earlier runs (each input has its own: "
              "`*.tasks.db` in this run's folder, or with --dsn its schema) whose every task "
@@ -181,7 +184,8 @@ def tickets(
                    schema=schema, examples=examples,
                    example_columns=bool(examples_text_column or examples_label_column
                                         or examples_answer_column),
-                   model=model, base_url=base_url, timeout=timeout)
+                   model=model, base_url=base_url, timeout=timeout,
+                   never_send=never_send is not None)
     if evaluate:
         assert examples is not None
         _evaluate(examples, examples_text_column, examples_label_column, target_precision,
@@ -421,22 +425,23 @@ def _print_summary(report: JobReport, out: Path, job: TicketJob, *, bundled: boo
                if report.earlier else "")
     say(f"{report.written}/{report.tickets} tickets written to {out} "
         f"in {_seconds(report.elapsed_s)}{earlier}")
-    table = Table()
-    table.add_column("category")
-    table.add_column("tickets", justify="right")
-    for category, n in report.categories.most_common():
-        table.add_row(shown(category), str(n))
-    console.print(table)
-    raised = (f" ({report.priority_raised} raised to high by triage: "
-              f"{', '.join(job.raise_priority)})" if report.priority_raised else "")
-    say("priority: " + ", ".join(f"{p} {n}" for p, n in report.priorities.most_common())
-        + raised)
-    say("language: " + ", ".join(f"{p} {n}" for p, n in report.languages.most_common()))
     done = sum(report.categories.values())
-    why = ", ".join(f"{kind} {n}" for kind, n in report.reasons.most_common())
-    say(f"needs a human: {_share(report.needs_human, done)}" + (f" ({why})" if why else ""))
-    for line in _threshold_lines(report, job, bundled, out):
-        say(line)
+    if done:          # nothing written in this run: no table of nothing
+        table = Table()
+        table.add_column("category")
+        table.add_column("tickets", justify="right")
+        for category, n in report.categories.most_common():
+            table.add_row(shown(category), str(n))
+        console.print(table)
+        raised = (f" ({report.priority_raised} raised to high by triage: "
+                  f"{', '.join(job.raise_priority)})" if report.priority_raised else "")
+        say("priority: " + ", ".join(f"{p} {n}" for p, n in report.priorities.most_common())
+            + raised)
+        say("language: " + ", ".join(f"{p} {n}" for p, n in report.languages.most_common()))
+        why = ", ".join(f"{kind} {n}" for kind, n in report.reasons.most_common())
+        say(f"needs a human: {_share(report.needs_human, done)}" + (f" ({why})" if why else ""))
+        for line in _threshold_lines(report, job, bundled, out):
+            say(line)
     revived = (f"; {report.revived} ticket(s) left by an earlier run while the model's "
                "endpoint was not answering, tried again" if report.revived else "")
     say(f"retries: {report.retries}; reclaimed: {report.reclaimed}; skipped rows: "

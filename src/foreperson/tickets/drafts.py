@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from pathlib import Path
 
 from ..errors import ConfigurationError
@@ -738,69 +739,84 @@ def load_never_send(path: str | Path) -> list[tuple[str, str]]:
     """The phrases of a never-send file: what the team has found wrong in its own
     answers and never wants sent again ("reset the SMC" for a machine that has none),
     one phrase per line, in any language; blank lines and lines starting with ``#`` are
-    skipped.
+    skipped (a ``#`` later in a line is part of the phrase: "ticket #123").
 
     Args:
-        path: the file (UTF-8 text).
+        path: the file (UTF-8 text, a byte-order mark allowed).
 
     Returns:
-        ``[(phrase, "file:line"), ...]`` in the file's order, each phrase with its
-        whitespace collapsed.
+        ``[(phrase, "file:line"), ...]`` in the file's order, each phrase in Unicode NFC
+        with its whitespace collapsed, a phrase listed again (in any case) left out.
 
     Raises:
         ConfigurationError: the file cannot be read or is not UTF-8 text, a phrase has
-            fewer than 2 characters (``file:line``), or it has more than
-            :data:`MAX_NEVER_SEND` phrases.
+            fewer than 2 characters (one is enough in a script written without spaces,
+            such as Chinese), or it has more than :data:`MAX_NEVER_SEND` phrases
+            (``file:line``).
     """
     where = Path(path)
     try:
-        text = where.read_text(encoding="utf-8")
+        text = where.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ConfigurationError(f"{where}: a never-send file must be UTF-8 text "
                                  f"(byte {exc.start} is not)") from None
     except OSError as exc:
         raise ConfigurationError(f"{where}: cannot read the never-send file "
                                  f"({exc.strerror or exc})") from None
-    phrases = []
+    phrases: list[tuple[str, str]] = []
+    seen: set[str] = set()
     for number, line in enumerate(text.splitlines(), 1):
-        phrase = " ".join(line.split())
-        if not phrase or phrase.startswith("#"):
+        phrase = unicodedata.normalize("NFC", " ".join(line.split()))
+        if not phrase or phrase.startswith("#") or phrase.casefold() in seen:
             continue
-        if len(phrase) < 2:
+        if len(phrase) < 2 and not _unspaced(phrase):
             raise ConfigurationError(f"{where}:{number}: {line.strip()!r} is too short to "
                                      "match as a phrase (write the words the drafts must not "
                                      "say, at least 2 characters)")
+        if len(phrases) == MAX_NEVER_SEND:
+            raise ConfigurationError(f"{where}:{number}: more than {MAX_NEVER_SEND:,} "
+                                     "phrases; keep the ones your drafts could say")
+        seen.add(phrase.casefold())
         phrases.append((phrase, f"{where.name}:{number}"))
-        if len(phrases) > MAX_NEVER_SEND:
-            raise ConfigurationError(f"{where}: more than {MAX_NEVER_SEND:,} phrases")
     return phrases
+
+
+_UNSPACED = ("CJK", "HIRAGANA", "KATAKANA", "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN")
+"""Scripts written without spaces between words: no word boundary to look for."""
+
+
+def _unspaced(char: str) -> bool:
+    return unicodedata.name(char[:1], "").startswith(_UNSPACED)
 
 
 @functools.lru_cache(maxsize=4096)
 def _phrase_pattern(phrase: str) -> re.Pattern[str]:
     words = [re.escape(w) for w in phrase.split()]
-    head = r"\b" if re.match(r"\w", phrase) else ""
-    tail = r"\b" if re.search(r"\w$", phrase) else ""
+    head = r"\b" if re.match(r"\w", phrase) and not _unspaced(phrase[0]) else ""
+    tail = r"\b" if re.search(r"\w$", phrase) and not _unspaced(phrase[-1]) else ""
     return re.compile(head + r"\s+".join(words) + tail, re.IGNORECASE)
 
 
 def never_send(draft: str, phrases: list[tuple[str, str]] | list[list[str]]) -> list[str]:
     """What a draft says that the team listed as never to be sent (:func:`load_never_send`):
-    each phrase matched as whole words, whatever the case and the spacing.
+    each phrase matched as whole words (within a line of Chinese or Thai, as written),
+    whatever the case, the spacing and the Unicode form of accents.
 
     Args:
         draft: the draft reply.
         phrases: ``[(phrase, where), ...]`` (``where``: ``file:line``).
 
     Returns:
-        reasons such as ``"draft says what the team marked never to send ('reset the
-        SMC', never-send.txt:3)"``, one per phrase found (empty: none).
+        one reason naming every phrase found, such as ``"draft says what the team marked
+        never to send: 'reset the SMC' (never.txt:3), 'PRAM' (never.txt:4)"``; empty
+        when it says none.
     """
-    out = []
-    for phrase, where in phrases:
-        if _phrase_pattern(phrase).search(draft):
-            out.append(f"draft says what the team marked never to send ({phrase!r}, {where})")
-    return out
+    if not phrases:
+        return []
+    text = unicodedata.normalize("NFC", draft)
+    found = [f"{phrase!r} ({where})" for phrase, where in phrases
+             if _phrase_pattern(phrase).search(text)]
+    return [f"draft says what the team marked never to send: {', '.join(found)}"] if found else []
 
 
 def informal_reply(answer: str, ticket: str, language: str) -> list[str]:

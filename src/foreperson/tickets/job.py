@@ -455,18 +455,24 @@ def _make_job(training: list[Example], options: JobOptions,
         llm: Any = LlmTicketModel(options.model, training, base_url=options.base_url,
                                   min_confidence=options.min_confidence,
                                   timeout_s=options.model_timeout_s)
-        return _with_raise(TicketJob(llm, *settings), options)
+        return _with_options(TicketJob(llm, *settings), options, listener)
     offline = TicketModel(training, target_precision=options.target_precision,
                           min_confidence=options.min_confidence, progress=listener.note)
     if offline.training_s > 3:
         listener.note(f"trained on {len(training)} examples in {offline.training_s:.1f} s")
-    return _with_raise(TicketJob(offline, *settings), options)
+    return _with_options(TicketJob(offline, *settings), options, listener)
 
 
-def _with_raise(job: TicketJob, options: JobOptions) -> TicketJob:
-    """``job`` with ``options.raise_priority`` and ``options.never_send`` when given."""
+def _with_options(job: TicketJob, options: JobOptions, listener: JobListener) -> TicketJob:
+    """``job`` with ``options.raise_priority`` and ``options.never_send`` when given (the
+    phrases' count said in a note)."""
     if options.never_send is not None:
-        job = replace(job, never_send=tuple(_never_send(options)))
+        phrases = _never_send(options)
+        listener.note(f"drafts are checked against {len(phrases)} phrase(s) of "
+                      f"{options.never_send}" if phrases else
+                      f"{options.never_send} lists no phrase (only blank lines and "
+                      "comments): no draft is checked against it")
+        job = replace(job, never_send=tuple(phrases))
     if options.raise_priority is None:
         return job
     return replace(job, raise_priority=options.raise_priority)

@@ -197,21 +197,46 @@ def _check_settings(earlier: dict[str, Any] | None, now: dict[str, Any]) -> None
     if earlier is None:
         return
     for key, option in SETTING_OPTIONS.items():
+        if key == "never_send":
+            _check_phrases(earlier.get(key), now.get(key))
+            continue
         if earlier.get(key) != now.get(key):
-            if isinstance(earlier.get(key), list) and isinstance(now.get(key), list):
-                raise ConfigurationError(
-                    f"the phrases of {option} changed since the earlier run on this task "
-                    f"database: run with the same {option} file, or use another --db and "
-                    "--out to process the input again")
-
             def shown(value: Any) -> str:
-                if isinstance(value, list):     # never_send: (phrase, file:line) pairs
-                    return f"{len(value)} phrase(s) from {value[0][1].split(':')[0]}"
                 return "not given" if value is None else str(value)
             raise ConfigurationError(
                 f"{option} was {shown(earlier.get(key))} in the earlier run on this task "
                 f"database and is {shown(now.get(key))} now: run with the same {option}, or "
                 "use another --db and --out to process the input again")
+
+
+def _check_phrases(earlier: list[list[str]] | None, now: list[list[str]] | None) -> None:
+    """The ``--never-send`` phrases of a re-run against the earlier run's: the same
+    phrases (in any order, case or file) pass; otherwise what was added and removed is
+    named.
+
+    Raises:
+        ConfigurationError: the phrases differ.
+    """
+    before = {phrase.casefold(): phrase for phrase, _ in earlier or ()}
+    after = {phrase.casefold(): phrase for phrase, _ in now or ()}
+    if before.keys() == after.keys():
+        return
+    if not after:
+        what = "not given now"
+    elif not before:
+        what = "given now and was not in the earlier run"
+    else:
+        def some(keys: set[str], phrases: dict[str, str]) -> str:
+            shown = ", ".join(repr(phrases[k]) for k in sorted(keys)[:3])
+            return shown + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
+        added, removed = after.keys() - before.keys(), before.keys() - after.keys()
+        parts = ([f"adds {some(added, after)}"] if added else []) + (
+            [f"drops {some(removed, before)}"] if removed else [])
+        what = "changed since the earlier run: it " + " and ".join(parts)
+    raise ConfigurationError(
+        f"--never-send is {what} on this task database; its tickets' drafts were checked "
+        "against the earlier phrases: run with the same phrases, or use another --db and "
+        "--out to process the input again")
 
 
 def revive_endpoint_down(tickets: Tickets, store: TaskStore,
