@@ -46,7 +46,7 @@ from ._patterns import (
     UNNAMED_PLACES,
 )
 
-__all__ = ["TEMPLATE_CATEGORIES", "borrowed_claims", "draft_promises", "fill_placeholders",
+__all__ = ["MAX_NEVER_SEND", "TEMPLATE_CATEGORIES", "borrowed_claims", "draft_promises", "fill_placeholders",
            "foreign_identifiers", "informal_reply", "load_never_send", "never_send",
            "personal_greeting",
            "placeholders", "references",

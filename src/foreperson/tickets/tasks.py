@@ -55,7 +55,7 @@ def _endpoint_down_signal(exc: BaseException) -> GiveUp | None:
     DEAD at once (another attempt before the breaker's cool-down would fail the same way,
     after it would wait a whole timeout again) and a re-run of the job tries it again
     (:func:`~foreperson.tickets.rerun.revive_endpoint_down`). None for any other error."""
-    from ..models._circuit import EndpointUnavailable
+    from ..models import EndpointUnavailable
 
     if not isinstance(exc, EndpointUnavailable):
         return None
