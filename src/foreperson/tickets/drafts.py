@@ -46,12 +46,10 @@ from ._patterns import (
     UNNAMED_PLACES,
 )
 
-__all__ = ["MAX_NEVER_SEND", "TEMPLATE_CATEGORIES", "borrowed_claims", "draft_promises", "fill_placeholders",
-           "foreign_identifiers", "informal_reply", "load_never_send", "never_send",
-           "personal_greeting",
-           "placeholders", "references",
-           "request_mismatches", "signature_name", "swap_references", "template_reply",
-           "typed_references"]
+__all__ = ["MAX_NEVER_SEND", "TEMPLATE_CATEGORIES", "borrowed_claims", "draft_promises",
+           "fill_placeholders", "foreign_identifiers", "informal_reply", "load_never_send",
+           "never_send", "personal_greeting", "placeholders", "references", "request_mismatches",
+           "signature_name", "swap_references", "template_reply", "typed_references"]
 
 # Per language: greeting with and without a name, the reference sentence, the closing,
 # and per category (acknowledge, what happens next, what we need).
