@@ -452,6 +452,8 @@ def test_journal_records_steps_in_order_first_write_wins(make_store):
     assert steps[1].result == [1, "two"] and steps[1].kind == "tool_call"
     assert store.get_step("run", "agent:a/turn:1/tool:0").digest == "d2"
     assert store.get_step("run", "missing") is None
+    assert store.has_steps("run") and store.has_steps("elsewhere")
+    assert not store.has_steps("nowhere")
     assert store.stats().total == 0              # a step is never a claimable task
 
 

@@ -23,7 +23,7 @@ import anyio
 import pytest
 
 from foreperson.observe.metrics import StoreCollector
-from foreperson.observe.server import problems, snapshot, task_detail
+from foreperson.observe.server import RunScope, problems, snapshot, task_detail
 from foreperson.observe.workers import live_workers
 from foreperson.testing import FillPlan, fill_history
 from foreperson.work import RunReport, SqliteStore, Status, Supervisor, Task, Worker
@@ -99,6 +99,9 @@ def monitoring(store) -> None:
     store.mean_durations()
     snapshot(store)
     snapshot(store, run_id="tonight")
+    snapshot(store, scope=RunScope(user="user-007"))      # a page with users: run rules
+    snapshot(store, run_id="tonight", scope=RunScope())
+    store.has_steps("agent-0000042")
     problems(store, Status.DEAD, offset=50)
     live_workers(store, stats)
     list(StoreCollector(store).collect())

@@ -133,10 +133,19 @@ def run_filter(store: TaskStore, scope: RunScope) -> Callable[[str | None], bool
             if record is not None:
                 known[run_id] = scope.sees(record.user_id)
             else:
-                known[run_id] = not (hasattr(store, "list_steps") and store.list_steps(run_id))
+                known[run_id] = not _journaled(store, run_id)
         return known[run_id]
 
     return shown
+
+
+def _journaled(store: TaskStore, run_id: str) -> bool:
+    """Whether ``run_id`` has journaled steps: one index probe (``has_steps``) on the
+    stores that have it, never a read of every step of a long run."""
+    probe = getattr(store, "has_steps", None)
+    if probe is not None:
+        return bool(probe(run_id))
+    return bool(getattr(store, "list_steps", lambda _run: [])(run_id))
 
 
 def _iso(value: datetime | None) -> str | None:

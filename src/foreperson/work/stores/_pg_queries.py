@@ -401,6 +401,7 @@ Q: dict[str, str] = {
         SELECT false, run_id, key, kind, digest, result, version, created_at, seq, request
         FROM steps
         WHERE run_id = %(run_id)s AND key = %(key)s AND NOT EXISTS (SELECT 1 FROM ins)""",
+    "step_any": "SELECT 1 FROM steps WHERE run_id = %(run_id)s LIMIT 1",
     "step_list": """
         SELECT run_id, key, kind, digest, result, version, created_at, seq, request FROM steps
         WHERE run_id = %(run_id)s ORDER BY seq""",

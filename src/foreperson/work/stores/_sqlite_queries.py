@@ -457,6 +457,8 @@ PUT_STEP = """
         VALUES (:run_id, :key, :kind, :version, :digest, :result, :now, :request)
         ON CONFLICT (run_id, key) DO NOTHING
         RETURNING run_id, key, kind, digest, result, version, created_at, seq, request"""
+HAS_STEPS = "SELECT 1 FROM steps WHERE run_id = :run_id LIMIT 1"
+
 LIST_STEPS = """
         SELECT run_id, key, kind, digest, result, version, created_at, seq, request FROM steps
         WHERE run_id = :run_id ORDER BY seq"""

@@ -591,6 +591,22 @@ class MemoryStore(PrunesByPrimitives):
             steps[step.key] = stored
             return stored
 
+    def has_steps(self, run_id: str) -> bool:
+        """Whether run ``run_id`` has any journaled step (one index probe, however many
+        it has).
+
+        Args:
+            run_id: the run.
+
+        Returns:
+            True when at least one step is recorded.
+
+        Raises:
+            StoreError: the store failed.
+        """
+        with self._lock:
+            return bool(self._steps.get(run_id))
+
     def list_steps(self, run_id: str) -> list[Step]:
         """See :meth:`foreperson.journal.Journal.list_steps`."""
         with self._lock:

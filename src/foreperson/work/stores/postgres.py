@@ -992,6 +992,21 @@ class PostgresStore(PostgresPruning):
         stored = _row_to_step(tuple(row))
         return stored if fresh else check_version(stored)
 
+    def has_steps(self, run_id: str) -> bool:
+        """Whether run ``run_id`` has any journaled step (one index probe, however many
+        it has).
+
+        Args:
+            run_id: the run.
+
+        Returns:
+            True when at least one step is recorded.
+
+        Raises:
+            StoreError: the store failed.
+        """
+        return bool(self._run("step_any", {"run_id": run_id}))
+
     def list_steps(self, run_id: str) -> list[Step]:
         """See :meth:`foreperson.journal.Journal.list_steps`."""
         return [check_version(_row_to_step(r)) for r in self._run("step_list",

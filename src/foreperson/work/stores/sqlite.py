@@ -749,6 +749,21 @@ class SqliteStore(SqlitePruning):
             row = db.execute(sql.GET_STEP, {"run_id": step.run_id, "key": step.key}).fetchone()
         return check_version(row_to_step(row))
 
+    def has_steps(self, run_id: str) -> bool:
+        """Whether run ``run_id`` has any journaled step (one index probe, however many
+        it has).
+
+        Args:
+            run_id: the run.
+
+        Returns:
+            True when at least one step is recorded.
+
+        Raises:
+            StoreError: the store failed.
+        """
+        return bool(self._read(sql.HAS_STEPS, {"run_id": run_id}))
+
     def list_steps(self, run_id: str) -> list[Step]:
         """See :meth:`foreperson.journal.Journal.list_steps`."""
         return [check_version(row_to_step(r))
