@@ -94,7 +94,12 @@ def sheet(args: argparse.Namespace) -> None:
                            folder / f"fold-{fold}", args.never_send)
     unflagged = [r for r in results if not r["needs_human"]]
     random.Random(args.seed).shuffle(unflagged)
-    chosen = unflagged[:args.limit] if args.limit else unflagged
+    # tickets an earlier sheet already put before a reviewer are not drawn again, so a
+    # rule written from that review's reasons is judged on tickets nobody read for it
+    seen = {str(k["id"]) for earlier in args.exclude
+            for k in json.loads((Path(earlier) / "key.json").read_text("utf-8"))}
+    fresh = [r for r in unflagged if str(r["id"]) not in seen]
+    chosen = fresh[:args.limit] if args.limit else fresh
     lines = ["# Drafts to review", "",
              "For each ticket below, read the customer's message and the reply drafted for "
              "it, and judge the reply as a support lead would before it goes out unchanged:",
@@ -178,6 +183,8 @@ def main() -> None:
     make.add_argument("--with-team-answers", action="store_true",
                       help="also put each ticket's own answer from the export on the sheet, "
                            "shuffled among the drafts and not marked (the ceiling)")
+    make.add_argument("--exclude", nargs="*", default=[], metavar="FOLDER",
+                      help="earlier sheets' folders: their tickets are not drawn again")
     make.set_defaults(run=sheet)
     judge = commands.add_parser("score", help="count verdicts.jsonl in a sheet's folder")
     judge.add_argument("folder")

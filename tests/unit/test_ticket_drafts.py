@@ -11,6 +11,7 @@ from foreperson.tickets.drafts import (
     fill_placeholders,
     informal_reply,
     load_never_send,
+    loose_ends,
     never_send,
     placeholders,
     request_mismatches,
@@ -322,6 +323,11 @@ def test_a_never_send_file_that_cannot_be_used_is_named(tmp_path):
     ("Bonjour, nous allons t'aider.", "Mon écran reste noir, pouvez-vous m'aider ?", "fr",
      '"t\'"'),
     ("Olá, reinicie o teu aparelho.", "O meu aparelho não liga.", "pt", "'teu'"),
+    # "te" joined to the verb, and the tú imperative with a pronoun
+    ("Hola: Gracias por ponerte en contacto.", "Estimado soporte, mi Surface no arranca.",
+     "es", "'ponerte'"),
+    ("Hola: asegúrate de que el cable esté conectado.", "Mi impresora no imprime.", "es",
+     "'asegúrate'"),
 ])
 def test_an_informal_reply_to_a_customer_who_did_not_write_so_is_flagged(
         answer, ticket, language, said):
@@ -335,6 +341,11 @@ def test_an_informal_reply_to_a_customer_who_did_not_write_so_is_flagged(
     ("Bitte starten Sie Ihr Gerät neu.", "Mein Gerät startet nicht.", "de"),
     ("Veuillez redémarrer votre appareil. Merci de votre patience.", "Écran noir.", "fr"),
     ("Please restart your phone.", "My phone is frozen.", "en"),     # one "you" in English
+    # "TI" is IT; nouns and usted forms that end like a pronoun are not one
+    ("Nuestro equipo de TI le ayudará. Asegúrese de guardar su trabajo.", "Necesito ayuda.",
+     "es"),
+    ("Es parte del servicio; con suerte se convierte en rutina. Háganos saber.",
+     "¿Está incluido?", "es"),
 ])
 def test_a_formal_reply_or_one_in_the_customers_own_tone_is_not(answer, ticket, language):
     assert informal_reply(answer, ticket, language) == []
@@ -350,3 +361,109 @@ def test_a_never_send_file_from_any_editor_matches_as_written(tmp_path):
     assert never_send("C'est du déjà vu.", phrases) != []
     assert never_send("支付失败请重试", phrases) != []
     assert never_send("Nothing here.", phrases) == []
+
+
+# -- loose ends a support lead sends back -----------------------------------------------
+
+@pytest.mark.parametrize(("ticket", "answer", "step", "tried"), [
+    ("My monitor is not detected. I have attempted troubleshooting the graphics drivers, but "
+     "the issue persists.", "Please update the BIOS and graphics drivers.", "drivers",
+     "i have attempted troubleshooting the graphics drivers"),
+    ("I have made several attempts at troubleshooting; however, the connection drops.",
+     "1. Restart both the router and the printer.", "restart",
+     "i have made several attempts at troubleshooting"),
+    ("Mi impresora no imprime. Ya he reiniciado la impresora, pero sigue igual.",
+     "Por favor, reinicie la impresora y el router.", "restart",
+     "ya he reiniciado la impresora"),
+    ("J'ai essayé de réinitialiser l'imprimante sans succès.",
+     "Veuillez réinitialiser l'imprimante.", "reset", "j'ai essayé de réinitialiser l'imprimante"),
+])
+def test_a_step_the_customer_already_tried_is_flagged_with_their_words(
+        ticket, answer, step, tried):
+    assert loose_ends(answer, ticket) == [
+        f"draft suggests what the customer already tried ({step}: {tried!r})"]
+
+
+@pytest.mark.parametrize(("ticket", "answer"), [
+    # an update the customer made is not a step they tried: it may be the cause
+    ("I updated Windows and now the screen flickers.", "Please update the display driver."),
+    # the draft knows they restarted and goes further
+    ("I have restarted the router twice, but nothing changed.",
+     "Since you have already restarted it, please check the firmware version."),
+    # basic troubleshooting tried: a driver or BIOS update is the next step, not a repeat
+    ("I have done basic troubleshooting but the crashes persist.",
+     "Please make sure your BIOS and drivers are up to date and run a diagnostic."),
+])
+def test_advice_beyond_what_was_tried_is_not_a_loose_end(ticket, answer):
+    assert loose_ends(answer, ticket) == []
+
+
+@pytest.mark.parametrize(("answer", "said"), [
+    ("Restart it. If the problem persists, please contact support.", "contact support"),
+    ("Wenn das Problem weiterhin besteht, kontaktieren Sie uns bitte direkt für weitere "
+     "Unterstützung.", "kontaktieren sie uns bitte direkt für weitere unterstützung"),
+    ("If the issue persists, contact us with further details.",
+     "contact us with further details"),
+    ("Si el problema persiste, comuníquese con nuestro equipo de soporte.",
+     "comuníquese con nuestro equipo de soporte"),
+])
+def test_an_ending_that_sends_the_customer_back_to_us_is_flagged(answer, said):
+    assert loose_ends(answer, "My tablet screen does not respond.") == [
+        f"draft sends the customer back to us with nothing to send ({said})"]
+
+
+@pytest.mark.parametrize("answer", [
+    "If it persists, please contact us with the error code and your Windows version.",
+    "If the problem persists, let us know and we will arrange a replacement.",
+    "Wenn das Problem weiterhin besteht, lassen Sie es uns bitte wissen.",
+    "Contact us with the results of the diagnostic so that we can discuss a replacement.",
+])
+def test_an_ending_that_asks_for_something_or_offers_help_passes(answer):
+    assert loose_ends(answer, "My tablet screen does not respond.") == []
+
+
+@pytest.mark.parametrize(("answer", "said"), [
+    ("Try reinstalling it. If the issue persists, contact Adobe Support directly.",
+     "contact adobe support"),
+    ("For detailed guidance, refer to the documentation or contact a DBA.", "contact a dba"),
+    ("Please contact your bank about the charge.", "contact your bank"),
+])
+def test_a_hand_off_without_a_way_to_reach_them_is_flagged(answer, said):
+    assert loose_ends(answer, "Photoshop crashes.") == [
+        f"draft hands the customer to someone else without saying how to reach them ({said})"]
+
+
+def test_a_hand_off_that_gives_the_address_passes():
+    assert loose_ends("Please contact Adobe Support at https://helpx.adobe.com/contact.html.",
+                      "Photoshop crashes.") == []
+
+
+def test_a_few_lines_for_a_ticket_asking_for_instructions_is_flagged():
+    ticket = ("Sehr geehrtes Support-Team, bitte geben Sie Anweisungen zur Einrichtung von "
+              "E-Mail-Konten mit Office 365 auf einer neuen Domain.")
+    assert loose_ends("Guten Tag, besuchen Sie das Admin-Center. Wenn Sie weitere Hilfe "
+                      "benötigen, lassen Sie es uns wissen.", ticket) == [
+        "the ticket asks for 'anweisungen'; the draft gives a few lines"]
+    steps = ("Guten Tag,\n1. Fügen Sie die Domain hinzu.\n2. Bestätigen Sie sie per TXT-Eintrag."
+             "\n3. Legen Sie die Postfächer an.\n4. Setzen Sie den MX-Eintrag.")
+    assert loose_ends(steps, ticket) == []
+
+
+def test_a_page_or_guide_named_but_not_given_is_flagged():
+    assert borrowed_claims("Für detaillierte Schritte besuchen Sie die Fehlersuche-Seite.") == [
+        "draft points to a page it does not give (die fehlersuche-seite)"]
+    assert borrowed_claims("Visite el centro de administración y siga su guía de "
+                           "configuración.") == [
+        "draft points to a page it does not give (su guía de configuración)"]
+
+
+def test_a_copied_answer_with_a_loose_end_needs_a_person():
+    examples = _filler() + [
+        Example(f"My tablet {n} screen does not respond to touch", "Hardware",
+                "Hello, please restart the tablet. If it persists, please contact support.",
+                language="en") for n in ("A1", "B2", "C3")]
+    model = TicketModel(examples, min_similarity=0.1, cache=False)
+    draft = model.draft("My tablet screen does not respond to touch", "Hardware", "en")
+    assert draft["example"] >= 0
+    assert ("draft sends the customer back to us with nothing to send (contact support)"
+            in draft["flags"])

@@ -27,7 +27,9 @@ __all__ = ["ALREADY_DONE", "ANGRY", "AVAILABILITY", "AVOIDED", "CLAUSE_BREAK",
            "LEGAL_ACT", "LINK", "MINIMAL", "NEGATED", "NEGATIVE", "NOT_NEEDED",
            "NOT_SECURITY", "OUTAGE", "OUTAGE_PAST", "OUTAGE_SUBJECT", "PERSON", "PLANNED",
            "PRAISE", "PRICES", "PROMISES", "REGULATOR", "SECURITY", "SECURITY_ACT",
-           "STRONGER", "SUE", "UNDER_WAY", "UNNAMED_PHONE", "UNNAMED_PLACES", "WHEN"]
+           "STRONGER", "SUE", "UNDER_WAY", "UNNAMED_PHONE", "UNNAMED_PLACES", "WHEN",
+           "ACKNOWLEDGED", "ASKS_FOR_STEPS", "BACK_TO_US", "BASIC_TRIED", "CLAUSE_END", "HANDOFF",
+           "STEPS", "STEP_LINE", "TRIED"]
 
 _I = re.IGNORECASE
 
@@ -728,7 +730,108 @@ UNNAMED_PLACES = _any(
     r"\b(?:notre|le) (?:site(?: web| internet)?|portail|centre (?:de service|d'aide|de support)|"
     r"page d'aide|base de connaissances|faq)\b", r"\b(?:le|ce) lien\b",
     r"\b(?:nosso|nossa|o) (?:site|website|portal|p[áa]gina|centro de (?:servi[çc]o|ajuda|suporte)|"
-    r"central de ajuda|base de conhecimento)\b", r"\b(?:o|este) link\b")
+    r"central de ajuda|base de conhecimento)\b", r"\b(?:o|este) link\b",
+    # a guide or troubleshooting page named but not given ("see the troubleshooting
+    # page", "die Fehlersuche-Seite", "siga su guía de configuración")
+    r"\b(?:the|our|their|its) (?:\w+ )?(?:troubleshooting|setup|set-up|installation|configuration|user) "
+    r"(?:page|guide|section|article|documentation)\b",
+    r"\b(?:die|der|deren|dessen|unsere[rnm]?) (?:\w+ )?[\w-]*(?:fehlersuche|troubleshooting|support|hilfe)-?seite\b",
+    r"\b(?:die|der|deren|dessen) (?:\w+ )?(?:schrittweise |schritt-f[üu]r-schritt-)?anleitung\b",
+    r"\b(?:die|unsere[rnm]?) support-?website\b",
+    r"\b(?:su|la|nuestra) gu[íi]a (?:de (?:configuraci[óo]n|instalaci[óo]n|soluci[óo]n de problemas)|paso a paso)\b",
+    r"\b(?:le|notre|son) guide (?:de configuration|d'installation|de d[ée]pannage)\b",
+    r"\b(?:o|nosso|seu) guia (?:de (?:configura[çc][ãa]o|instala[çc][ãa]o|solu[çc][ãa]o de problemas)|passo a passo)\b")
+
+# a draft's closing that sends the customer back to us with nothing to send ("please
+# contact support", "kontaktieren Sie uns bitte direkt für weitere Unterstützung"): the
+# customer did contact us; nothing specific follows (no "with the error code")
+_FURTHER = (r"(?: (?:directly|again))?(?: (?:for|if you need) (?:any )?(?:further|more|additional) "
+            r"(?:assistance|help|support))?")
+BACK_TO_US = _any(
+    r"\b(?:contact|reach out to|get in touch with) (?:us|support|customer support|technical support|"
+    r"(?:our|the) (?:\w+ )?(?:support|team|department|specialists?)(?: team)?)" + _FURTHER + r"\s*(?:[.!]|$)",
+    r"\b(?:contact|reach out to) us with (?:further|more|additional|any) (?:details|information)\s*(?:[.!]|$)",
+    r"\b(?:kontaktieren sie|wenden sie sich (?:bitte )?(?:direkt )?an) (?:bitte )?(?:uns|den support|"
+    r"unser(?:en)? (?:\w+ )?(?:team|support))(?: bitte)?(?: direkt)?(?: f[üu]r weitere (?:unterst[üu]tzung|hilfe))?\s*[.!]",
+    r"\b(?:cont[áa]ctenos|(?:p[óo]ngase en contacto|comun[íi]quese) con (?:nosotros|el soporte|"
+    r"nuestro (?:equipo|soporte)(?: de \w+)?))(?: directamente)?(?: para (?:m[áa]s|mayor) (?:ayuda|asistencia))?\s*[.!]",
+    r"\b(?:contactez|veuillez contacter) (?:-?nous|le support|notre (?:[ée]quipe|support|service)(?: \w+)?)"
+    r"(?: directement)?(?: pour (?:plus d'aide|toute assistance suppl[ée]mentaire|une assistance suppl[ée]mentaire))?\s*[.!]",
+    r"\bentre em contato (?:conosco|com (?:o suporte|nossa equipe|nosso suporte)(?: \w+)?)(?: diretamente)?"
+    r"(?: para (?:mais ajuda|assist[êe]ncia adicional))?\s*[.!]")
+
+# a draft that hands the customer to someone else without saying how to reach them
+# ("contact Adobe Support", "contact a DBA", "contact your bank"); ours are BACK_TO_US
+HANDOFF = _any(
+    r"\b(?i:contact|reach out to|get in touch with|consult) (?:(?i:a|an|your|the) (?:\w+ )?"
+    r"(?i:administrator|admin|dba|it department|it team|manufacturer|vendor|bank|provider|isp|"
+    r"technician|specialist|developer)\b|(?:the )?(?!Our\b|Us\b)[A-Z][\w&.-]*(?: [A-Z][\w&.-]*)?'?s? "
+    r"(?i:support|technical support|customer service|help ?desk)\b)",
+    r"\b(?i:kontaktieren sie|wenden sie sich (?:bitte )?(?:direkt )?an) (?i:den |die |ihren |ihre )?"
+    r"(?:(?i:administrator|hersteller|bank|anbieter|it-abteilung)\b|(?!Uns\b|Unser)[A-Z]\w*[- ](?i:support|kundendienst)\b"
+    r"|(?i:support|kundendienst) von [A-Z]\w*)",
+    r"\b(?i:contacte|p[óo]ngase en contacto con|comun[íi]quese con) (?i:el (?:soporte|servicio(?: t[ée]cnico)?) de [A-Z]\w*|"
+    r"su (?:banco|administrador|proveedor)|el fabricante)",
+    r"\b(?i:contactez (?:le (?:support|service(?: client)?) de [A-Z]\w*|votre (?:banque|administrateur|fournisseur)|le fabricant))",
+    r"\b(?i:entre em contato com (?:o suporte d[aeo] [A-Z]\w*|o seu (?:banco|administrador|provedor)|o fabricante))",
+    flags=0)
+
+# the customer says what they already tried ("I have tried resetting the printer",
+# "ya he reiniciado el router", "j'ai essayé de réinitialiser"): up to the end of the
+# clause ("..., but the problem persists"). Not "I updated it": an update the customer
+# made is as often the cause as a step tried
+TRIED = _any(
+    r"\b(?:i|we)(?:'ve| have| had)? (?:already |also )?(?:tried|attempted|done|performed|followed|gone through|"
+    r"restarted|rebooted|reinstalled|reset|cleared)\b",
+    r"\b(?:i|we)(?:'ve| have)? made (?:\w+ )?(?:attempts?|efforts?)\b",
+    r"\b(?:habe|haben) (?:\w+ ){0,6}?(?:bereits|schon) ", r"\b(?:bereits|schon) (?:\w+ ){0,6}?(?:versucht|probiert)\b",
+    r"\b(?:ya )?(?:he|hemos) (?:intentado|probado|reiniciado|reinstalado|realizado|seguido|"
+    r"restablecido|borrado|limpiado)\b",
+    r"\bj'ai (?:d[ée]j[àa] )?(?:essay[ée]|tent[ée]|red[ée]marr[ée]|r[ée]install[ée]|effectu[ée]|"
+    r"suivi|r[ée]initialis[ée]|vid[ée])",
+    r"\b(?:j[áa] )?(?:tentei|tentamos|reiniciei|reinstalei|realizei|segui|redefini|limpei)\b")
+CLAUSE_END = re.compile(r"[.!?;\n]|\b(?:but|without|to no avail|aber|jedoch|ohne|pero|sin|mais|sans|mas|sem)\b", _I)
+
+# what a tried clause and a draft's advice can share (the steps of first-line support),
+# with the stems of the five languages
+STEPS = {
+    "restart": _any(r"\brestart\w*", r"\breboot\w*", r"\bpower[- ]cycl\w*", r"\bneu ?(?:ge)?start\w*",
+                    r"\bneustart\w*", r"\breinici\w*", r"\bred[ée]marr\w*"),
+    "reset": _any(r"\breset\w*", r"\bzur[üu]ckgesetzt\b", r"\bzur[üu]ckzusetzen\b", r"\bzur[üu]cksetz\w*",
+                  r"\brestablec\w*", r"\br[ée]initialis\w*", r"\bredefin\w*"),
+    "update": _any(r"\bupdat\w*", r"\bupgrad\w*", r"\baktualisier\w*", r"\bactualiz\w*",
+                   r"\bmis(?:e|es)? [àa] jour\b", r"\bmettre [àa] jour\b", r"\bmettez [àa] jour\b",
+                   r"\batualiz\w*"),
+    "reinstall": _any(r"\bre-?install\w*", r"\bneu ?(?:zu )?install\w*", r"\breinstal\w*", r"\br[ée]install\w*"),
+    "drivers": _any(r"\bdrivers?\b", r"\btreiber\w*", r"\bcontroladores\b", r"\bpilotes?\b"),
+    "cache": _any(r"\bcach[eé]\w*", r"\bcookies\b"),
+    "cables": _any(r"\bcables?\b", r"\bkabel\w*", r"\bc[âa]bles?\b", r"\bcabos?\b"),
+    "firmware": _any(r"\bfirmware\b"),
+}
+# "I have tried basic troubleshooting": the first steps of all (restart, reset,
+# reinstall, clear the cache), not an update of a driver or the BIOS
+BASIC_TRIED = _any(
+    r"\b(?:basic|standard|usual|common|general|recommended|all the|various|several|multiple|some) "
+    r"(?:\w+ )?(?:troubleshooting|steps|fixes|solutions|methods)\b",
+    r"\btroubleshooting\b", r"\battempts?\b", r"\bfehlerbehebung\w*", r"\bsoluci[óo]n de problemas\b", r"\bpasos\b",
+    r"\bd[ée]pannage\b", r"\bm[ée]thodes\b", r"\bsolu[çc][ãa]o (?:de|do) problemas?\b", r"\betapas\b",
+    r"\bsolu[çc][õo]es\b")
+# "since you have already restarted it, ...": the draft knows
+ACKNOWLEDGED = _any(r"\balready\b", r"\bbereits\b", r"\bschon\b", r"\bya\b", r"\bd[ée]j[àa]\b", r"\bj[áa]\b")
+
+# the ticket asks for instructions, steps or requirements ("please provide detailed
+# instructions", "Bitte geben Sie Anweisungen", "¿cuáles son los requisitos?")
+ASKS_FOR_STEPS = _any(
+    r"\b(?:detailed|step[- ]by[- ]step|specific|clear|full) (?:\w+ )?(?:instructions|steps|guidance|guide|directions)\b",
+    r"\b(?:provide|give|send|share|outline|explain|need|require|request|advise on|let (?:me|us) know|tell|"
+    r"show|inform (?:me|us) of)\w* (?:\w+ ){0,4}?(?:instructions|the steps|steps|the process|requirements|a guide|"
+    r"guidance)\b",
+    r"\bwalk (?:me|us) through\b", r"\bhow (?:do|can|should) (?:i|we) (?:\w+ ){0,3}(?:set up|configure|install|migrate)\b",
+    r"\b(?:anweisungen|anleitung|schritt f[üu]r schritt|schritte|voraussetzungen|anforderungen)\b",
+    r"\b(?:instrucciones|paso a paso|los pasos|requisitos|orientaci[óo]n)\b",
+    r"\b(?:instructions|[ée]tape par [ée]tape|les [ée]tapes|pr[ée]requis|exigences)\b",
+    r"\b(?:instru[çc][õo]es|passo a passo|as etapas|os passos|requisitos|orienta[çc][ãa]o)\b")
+STEP_LINE = re.compile(r"^\s*(?:\d{1,2}[.)]|[-*•])\s+\S", re.MULTILINE)
 
 UNNAMED_PHONE = _any(
     r"\b(?:call|phone|ring) (?:us|our (?:\w+ )?(?:team|line|hotline|support))\b", r"\bour (?:hotline|phone line|helpline)\b",
@@ -739,7 +842,16 @@ UNNAMED_PHONE = _any(
 
 INFORMAL = {   # the familiar "you" of each language (a reply speaks formally unless the
     # customer did not): pronouns and possessives only, which no formal sentence uses
-    "es": _any(r"\b(?:t[úu]|tus|te|ti|contigo)\b"),
+    "es": _any(r"\b(?:t[úu]|tus|te|(?-i:ti)|contigo)\b",    # not "TI" (IT)
+               # "te" joined to an infinitive or gerund ("ponerte", "ayudarte",
+               # "explicándote"); nouns and verb forms ending alike are not ("suerte",
+               # "parte", "convierte")
+               r"\b(?!(?:\w*parte|suerte|fuerte|muerte|arte|baluarte|estandarte|descarte)\b)"
+               r"\w{2,}(?:ar|(?<!i)er|ir)te\b", r"\b\w+[áé]ndote\b",
+               # the tú imperative with a pronoun; the usted forms differ ("asegúrese",
+               # "contáctenos", "escríbanos")
+               r"\b(?:aseg[úu]rate|comun[íi]cate|cont[áa]ctanos|ll[áa]manos|env[íi]anos|av[íi]sanos|"
+               r"escr[íi]benos|ind[íi]canos|cu[ée]ntanos|dinos|ponte|f[íi]jate)\b"),
     "de": _any(r"\b(?:du|dich|dir|dein|deine|deinen|deinem|deiner|deines)\b"),
     "fr": _any(r"\b(?:tu|te|toi|ton|ta|tes)\b", r"\bt'(?=\w)"),
     "pt": _any(r"\b(?:tu|teu|tua|teus|tuas|contigo)\b"),

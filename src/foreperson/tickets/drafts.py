@@ -22,7 +22,11 @@ visit) or announces an outage must be read by a person before it is sent; and a 
 answer by :func:`borrowed_claims`: what held for the example's ticket and nobody checked
 for this one, that work is under way ("our team is investigating"), that the request is
 already carried out ("your refund has been processed"), a page or a phone line it sends
-the customer to without giving it ("visit our website"). What the team itself has
+the customer to without giving it ("visit our website"); and every draft by
+:func:`loose_ends`: what reviewers sent back, a step the customer already tried, an
+ending that sends them back to us with nothing to send ("please contact support"), a
+hand-off to someone else with no way to reach them, a few lines for a ticket that asks
+for instructions. What the team itself has
 found wrong in its own answers (a step for a product that has no such part) no rule can
 know: :func:`never_send` flags a draft that says what a ``--never-send`` file lists.
 """
@@ -36,11 +40,20 @@ from pathlib import Path
 
 from ..errors import ConfigurationError
 from ._patterns import (
+    ACKNOWLEDGED,
     ALREADY_DONE,
+    ASKS_FOR_STEPS,
+    BACK_TO_US,
+    BASIC_TRIED,
+    CLAUSE_END,
     CONTACT_DETAILS,
+    HANDOFF,
     INFORMAL,
     LINK,
     PROMISES,
+    STEP_LINE,
+    STEPS,
+    TRIED,
     UNDER_WAY,
     UNNAMED_PHONE,
     UNNAMED_PLACES,
@@ -48,8 +61,9 @@ from ._patterns import (
 
 __all__ = ["MAX_NEVER_SEND", "TEMPLATE_CATEGORIES", "borrowed_claims", "draft_promises",
            "fill_placeholders", "foreign_identifiers", "informal_reply", "load_never_send",
-           "never_send", "personal_greeting", "placeholders", "references", "request_mismatches",
-           "signature_name", "swap_references", "template_reply", "typed_references"]
+           "loose_ends", "never_send", "personal_greeting", "placeholders", "references",
+           "request_mismatches", "signature_name", "swap_references", "template_reply",
+           "typed_references"]
 
 # Per language: greeting with and without a name, the reference sentence, the closing,
 # and per category (acknowledge, what happens next, what we need).
@@ -575,7 +589,7 @@ def borrowed_claims(answer: str) -> list[str]:
 
 def _said(match: re.Match[str]) -> str:
     """The matched words, lower case, clipped to 60 characters for a reason."""
-    words = " ".join(match.group(0).lower().split())
+    words = " ".join(match.group(0).lower().split()).rstrip(".!")
     return words if len(words) <= 60 else words[:59].rsplit(" ", 1)[0] + "…"
 
 
@@ -838,3 +852,71 @@ def informal_reply(answer: str, ticket: str, language: str) -> list[str]:
     if found is None or pattern.search(ticket):
         return []
     return [f"draft speaks informally ({found.group(0).lower()!r}), as the customer did not"]
+
+
+def loose_ends(answer: str, ticket: str) -> list[str]:
+    """What a reply leaves for the customer to chase, as support leads reviewing
+    drafts sent back: steps the customer says they already tried, an ending that sends
+    them back to us with nothing to send ("please contact support": they did), a
+    hand-off to someone else with no way to reach them ("contact Adobe Support", "a
+    DBA"), and a few lines for a ticket that asks for instructions or requirements.
+
+    Args:
+        answer: the reply text (any of the five languages).
+        ticket: the ticket's text (subject and body).
+
+    Returns:
+        reasons such as ``"draft suggests what the customer already tried (drivers:
+        'i have attempted troubleshooting the graphics drivers')"`` (empty: none).
+    """
+    out = []
+    tried = _tried_steps(ticket)
+    if tried:
+        for sentence in re.split(r"(?<=[.!?])\s+|\n+", answer):
+            if ACKNOWLEDGED.search(sentence):
+                continue
+            again = [step for step in tried[0] if STEPS[step].search(sentence)]
+            if again:
+                out.append(f"draft suggests what the customer already tried "
+                           f"({', '.join(again)}: {tried[1]!r})")
+                break
+    back = BACK_TO_US.search(answer)
+    if back:
+        out.append(f"draft sends the customer back to us with nothing to send ({_said(back)})")
+    handoff = HANDOFF.search(answer)
+    if handoff and not LINK.search(answer) and not CONTACT_DETAILS.search(answer):
+        out.append(f"draft hands the customer to someone else without saying how to reach "
+                   f"them ({_said(handoff)})")
+    asks = ASKS_FOR_STEPS.search(ticket)
+    if asks and len(STEP_LINE.findall(answer)) < 3 and _advice_sentences(answer) < 4:
+        out.append(f"the ticket asks for {_said(asks)!r}; the draft gives a few lines")
+    return out
+
+
+def _tried_steps(ticket: str) -> tuple[list[str], str] | None:
+    """The first-line steps (``restart``, ``drivers`` …, keys of ``STEPS``) the ticket
+    says were tried, with the words that say so; ``None`` when it says none."""
+    for match in TRIED.finditer(ticket):
+        rest = ticket[match.start():]
+        end = CLAUSE_END.search(rest, match.end() - match.start())
+        clause = rest[:end.start() if end else 200]
+        steps = [step for step, pattern in STEPS.items() if pattern.search(clause)]
+        if not steps and BASIC_TRIED.search(clause):
+            steps = ["restart", "reset", "reinstall", "cache"]
+        if steps:
+            return steps, " ".join(clause.lower().split()).rstrip(",: ")[:80]
+    return None
+
+
+def _advice_sentences(answer: str) -> int:
+    """How many sentences of ``answer`` say something: four words or more, not the
+    greeting, thanks, an apology, an offer of more help or the sign-off."""
+    small_talk = re.compile(
+        r"^(?:hello|hi|dear|thank|sorry|we(?:'re| are) sorry|we understand|best|kind|regards|"
+        r"sincerely|if you (?:need|have|require)|let us know|please let us know|feel free|"
+        r"guten tag|hallo|vielen dank|danke|es tut uns leid|mit freundlichen|wenn sie weitere|"
+        r"hola|gracias|lamentamos|saludos|si necesita|bonjour|merci|nous sommes d[ée]sol|"
+        r"cordialement|si vous avez besoin|ol[áa]|obrigad|lamentamos|atenciosamente|se precisar)",
+        re.IGNORECASE)
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", answer) if s.strip()]
+    return sum(1 for s in sentences if len(s.split()) >= 4 and not small_talk.match(s))

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from .drafts import borrowed_claims, fill_placeholders, informal_reply
+from .drafts import borrowed_claims, fill_placeholders, informal_reply, loose_ends
 from .language import detect_language, dominant_language
 from .model import Classification, Example, Triage, triage
 from .triage import draft_promises
@@ -109,7 +109,8 @@ class LlmTicketModel:
         return {"draft_reply": draft, "similarity": None, "example": -1,
                 "flags": (flags + draft_promises(draft) + borrowed_claims(draft)
                           + informal_reply(draft, text, language
-                                           or detect_language(text, self.language)[0]))}
+                                           or detect_language(text, self.language)[0])
+                          + loose_ends(draft, text))}
 
     def triage(self, text: str, result: Classification, draft_flags: Sequence[str] = (),
                *, min_confidence: float | None = None) -> Triage:

@@ -57,6 +57,7 @@ from .drafts import (
     fill_placeholders,
     foreign_identifiers,
     informal_reply,
+    loose_ends,
     personal_greeting,
     request_mismatches,
     signature_name,
@@ -538,7 +539,7 @@ class TicketModel:
         if unfilled:
             flags.append("draft has placeholders to fill in (" + ", ".join(unfilled[:3]) + ")")
         flags += (draft_promises(answer) + borrowed_claims(answer)
-                  + informal_reply(answer, text, language))
+                  + informal_reply(answer, text, language) + loose_ends(answer, text))
         return {"draft_reply": answer, "similarity": round(similarity, 4), "example": index,
                 "language": language, "flags": flags}
 
