@@ -375,6 +375,9 @@ def test_a_never_send_file_from_any_editor_matches_as_written(tmp_path):
     ("Mi impresora no imprime. Ya he reiniciado la impresora, pero sigue igual.",
      "Por favor, reinicie la impresora y el router.", "restart",
      "ya he reiniciado la impresora"),
+    ("Despite multiple attempts at troubleshooting; the printer fails to connect.",
+     "Restart both the router and the printer.", "restart",
+     "despite multiple attempts at troubleshooting"),
     ("J'ai essayé de réinitialiser l'imprimante sans succès.",
      "Veuillez réinitialiser l'imprimante.", "reset", "j'ai essayé de réinitialiser l'imprimante"),
 ])
@@ -406,6 +409,11 @@ def test_advice_beyond_what_was_tried_is_not_a_loose_end(ticket, answer):
      "contact us with further details"),
     ("Si el problema persiste, comuníquese con nuestro equipo de soporte.",
      "comuníquese con nuestro equipo de soporte"),
+    ("Please contact our support team to explore further assistance.",
+     "contact our support team to explore further assistance"),
+    ("Contact support if the issue persists.", "contact support if the issue persists"),
+    ("Wenden Sie sich direkt an unser Abrechnungssupport-Team.",
+     "wenden sie sich direkt an unser abrechnungssupport-team"),
 ])
 def test_an_ending_that_sends_the_customer_back_to_us_is_flagged(answer, said):
     assert loose_ends(answer, "My tablet screen does not respond.") == [
@@ -427,6 +435,10 @@ def test_an_ending_that_asks_for_something_or_offers_help_passes(answer):
      "contact adobe support"),
     ("For detailed guidance, refer to the documentation or contact a DBA.", "contact a dba"),
     ("Please contact your bank about the charge.", "contact your bank"),
+    ("Si los problemas persisten, contacte directamente con el soporte de Zoom.",
+     "contacte directamente con el soporte de zoom"),
+    ("Vous devrez peut-être contacter directement le support Canon.",
+     "contacter directement le support canon"),
 ])
 def test_a_hand_off_without_a_way_to_reach_them_is_flagged(answer, said):
     assert loose_ends(answer, "Photoshop crashes.") == [

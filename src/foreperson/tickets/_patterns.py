@@ -745,14 +745,16 @@ UNNAMED_PLACES = _any(
 # a draft's closing that sends the customer back to us with nothing to send ("please
 # contact support", "kontaktieren Sie uns bitte direkt für weitere Unterstützung"): the
 # customer did contact us; nothing specific follows (no "with the error code")
-_FURTHER = (r"(?: (?:directly|again))?(?: (?:for|if you need) (?:any )?(?:further|more|additional) "
-            r"(?:assistance|help|support))?")
+_FURTHER = (r"(?: (?:directly|again))?(?: (?:for|to (?:get|receive|explore|obtain)|if you need) (?:any )?"
+            r"(?:further|more|additional) (?:assistance|help|support))?"
+            r"(?: if (?:the |this )?(?:issue|problem)s? (?:persists?|continues?|remains?))?")
 BACK_TO_US = _any(
     r"\b(?:contact|reach out to|get in touch with) (?:us|support|customer support|technical support|"
     r"(?:our|the) (?:\w+ )?(?:support|team|department|specialists?)(?: team)?)" + _FURTHER + r"\s*(?:[.!]|$)",
     r"\b(?:contact|reach out to) us with (?:further|more|additional|any) (?:details|information)\s*(?:[.!]|$)",
     r"\b(?:kontaktieren sie|wenden sie sich (?:bitte )?(?:direkt )?an) (?:bitte )?(?:uns|den support|"
-    r"unser(?:en)? (?:\w+ )?(?:team|support))(?: bitte)?(?: direkt)?(?: f[üu]r weitere (?:unterst[üu]tzung|hilfe))?\s*[.!]",
+    r"unser(?:en)? (?:\w+ )?[\w-]*(?:team|support))(?: bitte)?(?: direkt)?"
+    r"(?:,? (?:f[üu]r weitere (?:unterst[üu]tzung|hilfe)|um weitere (?:unterst[üu]tzung|hilfe) zu erhalten))?\s*[.!]",
     r"\b(?:cont[áa]ctenos|(?:p[óo]ngase en contacto|comun[íi]quese) con (?:nosotros|el soporte|"
     r"nuestro (?:equipo|soporte)(?: de \w+)?))(?: directamente)?(?: para (?:m[áa]s|mayor) (?:ayuda|asistencia))?\s*[.!]",
     r"\b(?:contactez|veuillez contacter) (?:-?nous|le support|notre (?:[ée]quipe|support|service)(?: \w+)?)"
@@ -770,9 +772,10 @@ HANDOFF = _any(
     r"\b(?i:kontaktieren sie|wenden sie sich (?:bitte )?(?:direkt )?an) (?i:den |die |ihren |ihre )?"
     r"(?:(?i:administrator|hersteller|bank|anbieter|it-abteilung)\b|(?!Uns\b|Unser)[A-Z]\w*[- ](?i:support|kundendienst)\b"
     r"|(?i:support|kundendienst) von [A-Z]\w*)",
-    r"\b(?i:contacte|p[óo]ngase en contacto con|comun[íi]quese con) (?i:el (?:soporte|servicio(?: t[ée]cnico)?) de [A-Z]\w*|"
-    r"su (?:banco|administrador|proveedor)|el fabricante)",
-    r"\b(?i:contactez (?:le (?:support|service(?: client)?) de [A-Z]\w*|votre (?:banque|administrateur|fournisseur)|le fabricant))",
+    r"\b(?i:contacte|p[óo]ngase en contacto|comun[íi]quese)(?i: directamente)?(?i: con| a)? "
+    r"(?:(?i:el|al) (?i:soporte|servicio(?: t[ée]cnico)?) de [A-Z]\w*|(?i:su (?:banco|administrador|proveedor)|el fabricante))",
+    r"\b(?i:contacte[rz]|veuillez contacter)(?i: directement)? (?:(?i:le (?:support|service(?: client)?))(?i: de)? [A-Z]\w*|"
+    r"(?i:votre (?:banque|administrateur|fournisseur)|le fabricant))",
     r"\b(?i:entre em contato com (?:o suporte d[aeo] [A-Z]\w*|o seu (?:banco|administrador|provedor)|o fabricante))",
     flags=0)
 
@@ -784,6 +787,11 @@ TRIED = _any(
     r"\b(?:i|we)(?:'ve| have| had)? (?:already |also )?(?:tried|attempted|done|performed|followed|gone through|"
     r"restarted|rebooted|reinstalled|reset|cleared)\b",
     r"\b(?:i|we)(?:'ve| have)? made (?:\w+ )?(?:attempts?|efforts?)\b",
+    r"\b(?:despite|after) (?:multiple|several|many|repeated|numerous|various) (?:\w+ )?attempts\b",
+    r"\btrotz (?:mehrerer|mehrfacher|zahlreicher|vieler) (?:\w+ )?versuche\b",
+    r"\ba pesar de (?:varios|m[úu]ltiples|numerosos|repetidos) intentos\b",
+    r"\bmalgr[ée] (?:plusieurs|de multiples|de nombreuses) tentatives\b",
+    r"\bapesar de (?:v[áa]rias|m[úu]ltiplas|diversas) tentativas\b",
     r"\b(?:habe|haben) (?:\w+ ){0,6}?(?:bereits|schon) ", r"\b(?:bereits|schon) (?:\w+ ){0,6}?(?:versucht|probiert)\b",
     r"\b(?:ya )?(?:he|hemos) (?:intentado|probado|reiniciado|reinstalado|realizado|seguido|"
     r"restablecido|borrado|limpiado)\b",
@@ -813,7 +821,8 @@ STEPS = {
 BASIC_TRIED = _any(
     r"\b(?:basic|standard|usual|common|general|recommended|all the|various|several|multiple|some) "
     r"(?:\w+ )?(?:troubleshooting|steps|fixes|solutions|methods)\b",
-    r"\btroubleshooting\b", r"\battempts?\b", r"\bfehlerbehebung\w*", r"\bsoluci[óo]n de problemas\b", r"\bpasos\b",
+    r"\btroubleshoot\w*", r"\battempts?\b", r"\bversuche\b", r"\bintentos\b", r"\btentatives\b",
+    r"\btentativas\b", r"\bfehlerbehebung\w*", r"\bsoluci[óo]n de problemas\b", r"\bpasos\b",
     r"\bd[ée]pannage\b", r"\bm[ée]thodes\b", r"\bsolu[çc][ãa]o (?:de|do) problemas?\b", r"\betapas\b",
     r"\bsolu[çc][õo]es\b")
 # "since you have already restarted it, ...": the draft knows
