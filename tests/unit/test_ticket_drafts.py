@@ -249,6 +249,9 @@ def test_an_answer_that_gives_its_page_or_number_or_points_nowhere_passes(answer
     ("Hemos procesado su solicitud.", "hemos procesado"),
     ("Votre commande a été annulée.", "votre commande a été annulée"),
     ("Sua solicitação foi aprovada.", "sua solicitação foi aprovada"),
+    ("Ich habe die Lieferadresse für Ihre Bestellung wie gewünscht aktualisiert.",
+     "ich habe die lieferadresse für ihre bestellung wie…"),     # clipped at 60
+    ("I have updated the shipping address as requested.", "i have updated"),
 ])
 def test_a_copied_answer_saying_the_request_is_done_is_flagged(answer, said):
     assert borrowed_claims(answer) == [f"draft says it is already done ({said})"]
@@ -328,6 +331,10 @@ def test_a_never_send_file_that_cannot_be_used_is_named(tmp_path):
      "es", "'ponerte'"),
     ("Hola: asegúrate de que el cable esté conectado.", "Mi impresora no imprime.", "es",
      "'asegúrate'"),
+    ("Por favor, intenta reparar Office. Háznos saber si necesitas ayuda.",
+     "Mi Outlook se bloquea.", "es", "'por favor, intenta'"),
+    ("Si el problema persiste, reinstálalo.", "Mi Outlook se bloquea.", "es",
+     "'reinstálalo'"),
 ])
 def test_an_informal_reply_to_a_customer_who_did_not_write_so_is_flagged(
         answer, ticket, language, said):
@@ -346,6 +353,8 @@ def test_an_informal_reply_to_a_customer_who_did_not_write_so_is_flagged(
      "es"),
     ("Es parte del servicio; con suerte se convierte en rutina. Háganos saber.",
      "¿Está incluido?", "es"),
+    ("Por favor, reinstálelo. Si necesita ayuda, el sábado la atendemos.", "Outlook falla.",
+     "es"),
 ])
 def test_a_formal_reply_or_one_in_the_customers_own_tone_is_not(answer, ticket, language):
     assert informal_reply(answer, ticket, language) == []

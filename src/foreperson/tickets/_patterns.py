@@ -699,17 +699,17 @@ ALREADY_DONE = _any(
     r"(?<!if )(?<!when )(?<!whether )\b(?:your|the) (?:\w+ ){0,3}(?:request|order|refund|replacement|return|exchange|cancell?ation|"
     r"change|update|application|claim|case) (?:\w+ ){0,4}(?:has been|was|is now) (?:\w+ )?(?:processed|approved|"
     r"completed|cancell?ed|issued|done|resolved|updated|applied|scheduled|confirmed)\b",
-    r"\bwe (?:have|'ve) (?:\w+ )?(?:processed|approved|completed|cancell?ed|issued|updated|applied|"
+    r"\b(?:we|i) (?:have|'ve) (?:\w+ )?(?:processed|approved|completed|cancell?ed|issued|updated|applied|"
     r"scheduled|resolved|fixed)\b",
     r"\b(?:ihre?|die|der|das) (?:\S+ ){0,7}(?:wurde|ist) (?:\w+ ){0,2}(?:bearbeitet|genehmigt|storniert|"
     r"erledigt|abgeschlossen|veranlasst|ausgef[üu]hrt|aktualisiert|behoben)\b",
-    r"\bwir haben (?:\w+ ){0,4}(?:bearbeitet|genehmigt|storniert|erledigt|veranlasst|aktualisiert|behoben)\b",
+    r"\b(?:wir haben|ich habe) (?:[^\s.,;!?]+ ){0,12}?(?:bearbeitet|genehmigt|storniert|erledigt|veranlasst|aktualisiert|behoben)\b",
     r"\b(?:su|la|el) (?:\w+ ){0,4}(?:ha sido|fue|est[áa]) (?:\w+ )?(?:procesad[oa]|aprobad[oa]|cancelad[oa]|"
     r"completad[oa]|resuelt[oa]|actualizad[oa]|confirmad[oa])\b",
-    r"\bhemos (?:\w+ )?(?:procesado|aprobado|cancelado|completado|resuelto|actualizado|emitido)\b",
+    r"\b(?:hemos|he) (?:\w+ )?(?:procesado|aprobado|cancelado|completado|resuelto|actualizado|emitido)\b",
     r"\b(?:votre|la|le) (?:\w+ ){0,4}(?:a [ée]t[ée]|est) (?:\w+ )?(?:trait[ée]e?|approuv[ée]e?|annul[ée]e?|"
     r"effectu[ée]e?|r[ée]solue?|mise? [àa] jour|confirm[ée]e?)\b",
-    r"\bnous avons (?:\w+ )?(?:trait[ée]|approuv[ée]|annul[ée]|effectu[ée]|r[ée]solu|mis [àa] jour)\b",
+    r"\b(?:nous avons|j'ai) (?:\w+ )?(?:trait[ée]|approuv[ée]|annul[ée]|effectu[ée]|r[ée]solu|mis [àa] jour)\b",
     r"\b(?:sua|seu|a|o) (?:\w+ ){0,4}(?:foi|est[áa]) (?:\w+ )?(?:processad[oa]|aprovad[oa]|cancelad[oa]|"
     r"conclu[íi]d[oa]|resolvid[oa]|atualizad[oa]|confirmad[oa])\b",
     r"\b(?:n[óo]s )?(?:processamos|aprovamos|cancelamos|conclu[íi]mos|resolvemos|atualizamos)\b")
@@ -859,8 +859,11 @@ INFORMAL = {   # the familiar "you" of each language (a reply speaks formally un
                r"\w{2,}(?:ar|(?<!i)er|ir)te\b", r"\b\w+[áé]ndote\b",
                # the tú imperative with a pronoun; the usted forms differ ("asegúrese",
                # "contáctenos", "escríbanos")
-               r"\b(?:aseg[úu]rate|comun[íi]cate|cont[áa]ctanos|ll[áa]manos|env[íi]anos|av[íi]sanos|"
-               r"escr[íi]benos|ind[íi]canos|cu[ée]ntanos|dinos|ponte|f[íi]jate)\b"),
+               r"\b(?:necesitas|puedes|tienes|quieres|deseas|debes|prefieres|h[áa]znos(?:lo)?|"
+               r"aseg[úu]rate|comun[íi]cate|cont[áa]ctanos|ll[áa]manos|env[íi]anos|av[íi]sanos|"
+               r"escr[íi]benos|ind[íi]canos|cu[ée]ntanos|dinos|ponte|f[íi]jate)\b",
+               r"\bpor favor,? (?:intenta|actualiza|reinicia|verifica|revisa|prueba|comprueba|"
+               r"desactiva|selecciona|haz)\b", r"\b\w+[áéí]\w*a(?:lo|la|los|las)\b"),
     "de": _any(r"\b(?:du|dich|dir|dein|deine|deinen|deinem|deiner|deines)\b"),
     "fr": _any(r"\b(?:tu|te|toi|ton|ta|tes)\b", r"\bt'(?=\w)"),
     "pt": _any(r"\b(?:tu|teu|tua|teus|tuas|contigo)\b"),
