@@ -24,7 +24,11 @@ tool's target is judged on the median of paired chunks (each a run of 20 calls o
 SDK and 20 of ours, back to back, either side first in turn), which the round trip's
 drift moves least. Beside it,
 ``ours_without_transport_ms_per_call``: the same agent when the SDK client answers from
-memory, foreperson's own time per call with no pipe in it. Run:
+memory, foreperson's own time per call with no pipe in it; and the floor: the SDK's calls
+each followed by plain work (a JSON round trip of small objects) that takes as long
+warm as ours without the transport, against the SDK alone (``floor_added_ms_per_call``,
+``ours_over_floor``): what running code of that size right after each round trip costs
+here. ``paired_error_ms_per_call`` is the standard error of the paired median. Run:
 ``python benchmarks/bench_mcp.py [--calls 200] [--repeats 5] [--transport stdio]``.
 """
 
@@ -40,7 +44,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 
@@ -188,20 +192,27 @@ async def ours_mcp(server: Any, tool: str, calls: int, local: Any = None) -> flo
     return elapsed
 
 
+class Paired(NamedTuple):
+    """Seconds, medians over the rounds: each side's; and of the chunks' paired
+    differences (ours - the SDK's), with that median's standard error."""
+
+    ours: float
+    sdk: float
+    paired: float
+    paired_error: float
+
+
 async def alternate(rounds: int, ours: Callable[[], Awaitable[float]],
-                    sdk: Callable[[], Awaitable[float]], *, chunks: int = 1
-                    ) -> tuple[float, float, float]:
-    """Medians over ``rounds`` of each side's seconds, and the median of the paired
-    differences (ours - the SDK's) of the chunks: with ``chunks`` > 1 each round is that
-    many turns of either side (each doing its share of the calls), back to back, so that
-    the machine's drift (a stdio round trip varies by a third from one second to the
-    next here) falls on both halves of a pair alike."""
+                    sdk: Callable[[], Awaitable[float]], *, chunks: int = 1) -> Paired:
+    """Each side ``rounds`` times; with ``chunks`` > 1 each round is that many turns of
+    either side (each doing its share of the calls), back to back, either side first in
+    turn, so that the machine's drift (a stdio round trip varies by a third from one
+    second to the next here) and what the first of two runs pays (the server woken, a
+    cache refilled) fall on both halves of a pair alike."""
     mine, theirs, pairs = [], [], []
     for _ in range(rounds):
         ours_s = sdk_s = 0.0
         for chunk in range(max(chunks, 1)):
-            # either side first in turn: whatever the first of two runs pays (the server
-            # process woken, a cache refilled) falls on both alike
             if chunk % 2:
                 ours_chunk = await ours()
                 sdk_chunk = await sdk()
@@ -213,7 +224,37 @@ async def alternate(rounds: int, ours: Callable[[], Awaitable[float]],
             ours_s += ours_chunk
         theirs.append(sdk_s)
         mine.append(ours_s)
-    return statistics.median(mine), statistics.median(theirs), statistics.median(pairs)
+    error = statistics.stdev(pairs) * 1.2533 / len(pairs) ** 0.5 if len(pairs) > 1 else 0.0
+    return Paired(statistics.median(mine), statistics.median(theirs), statistics.median(pairs),
+                  error)
+
+
+def _work(units: int) -> None:
+    """A fixed amount of the kind of work an agent turn does (small objects made, read
+    and dropped; a JSON round trip), ``units`` times."""
+    for i in range(units):
+        record = {"turn": i, "name": "instant", "args": {"n": i}, "tags": ("a", "b")}
+        json.loads(json.dumps(record))
+
+
+def _units_for(seconds: float) -> int:
+    """How many :func:`_work` units take ``seconds`` run warm (back to back)."""
+    _work(2000)
+    began = time.perf_counter()
+    _work(20000)
+    per_unit = (time.perf_counter() - began) / 20000
+    return max(1, round(seconds / per_unit))
+
+
+async def sdk_then_work(client: Any, tool: str, calls: int, units: int) -> float:
+    """:func:`sdk_mcp`, with :func:`_work` (``units``) after each call: the floor, what
+    any code of our warm cost pays when it runs right after each round trip."""
+    await client.call_tool(tool, {"n": 0})
+    began = time.perf_counter()
+    for i in range(calls):
+        await client.call_tool(tool, {"n": i})
+        _work(units)
+    return time.perf_counter() - began
 
 
 async def without_transport(server: Any, tool: str, calls: int, rounds: int) -> float:
@@ -235,12 +276,24 @@ async def without_transport(server: Any, tool: str, calls: int, rounds: int) -> 
         del client.call_tool
 
 
+class Measured(NamedTuple):
+    """Seconds for the ``n`` calls (see :func:`measure`)."""
+
+    vs_sdk: Paired
+    alone: float
+    loop: float
+    floor: Paired
+
+
 async def measure(toolset: Callable[[], Any], tool: str, n: int, rounds: int,
-                  local: Any) -> tuple[float, float, float, float, float]:
-    """Seconds for ``n`` calls, medians: ours, the SDK's, the paired difference, ours
-    without the transport (:func:`without_transport`) and the agent loop's (the same
-    agent calling ``local``, an instant Python tool: what any agent run costs per turn,
-    with no protocol)."""
+                  local: Any) -> Measured:
+    """Ours against the SDK (:func:`alternate`); ours without the transport
+    (:func:`without_transport`); the agent loop's (the same agent calling ``local``, an
+    instant Python tool: what any agent run costs per turn, with no protocol); and the
+    floor: the SDK's calls each followed by plain work that takes as long as ours
+    without the transport when run warm (:func:`sdk_then_work`), against the SDK's
+    alone: what the machine charges any code of that size for running right after a
+    round trip."""
     server = toolset()
     async with server:
         await server.list_tools()              # the session open, as the SDK side's
@@ -250,12 +303,19 @@ async def measure(toolset: Callable[[], Any], tool: str, n: int, rounds: int,
         client = server._host.session._client
         chunks = max(n // PER_RUN, 1)
         share = n // chunks
-        mine, theirs, paired = await alternate(rounds, lambda: ours_mcp(server, tool, share),
-                                       lambda: sdk_mcp(client, tool, share), chunks=chunks)
+        vs_sdk = await alternate(rounds, lambda: ours_mcp(server, tool, share),
+                                 lambda: sdk_mcp(client, tool, share), chunks=chunks)
         alone = await without_transport(server, tool, n, rounds)
+        units = _units_for(alone / n)
+        floor = await alternate(rounds, lambda: sdk_then_work(client, tool, share, units),
+                                lambda: sdk_mcp(client, tool, share), chunks=chunks)
     loop = statistics.median([await ours_mcp(None, "instant", n, local=local)
                               for _ in range(rounds)])
-    return mine, theirs, paired * chunks, alone, loop
+    scale = chunks     # the paired medians are per chunk; the rows divide by n
+    return Measured(vs_sdk._replace(paired=vs_sdk.paired * scale,
+                                    paired_error=vs_sdk.paired_error * scale),
+                    alone, loop, floor._replace(paired=floor.paired * scale,
+                                                paired_error=floor.paired_error * scale))
 
 
 def mcp_rows(calls: int, rounds: int, only: str | None = None) -> list[dict[str, Any]]:
@@ -282,18 +342,26 @@ def mcp_rows(calls: int, rounds: int, only: str | None = None) -> list[dict[str,
             if only is not None and transport != only:
                 continue
             for tool, n in (("instant", calls), ("slow", max(calls // 4, 20))):
-                mine, theirs, paired, alone, loop = anyio.run(measure, toolset, tool, n,
-                                                              rounds, instant)
+                got = anyio.run(measure, toolset, tool, n, rounds, instant)
+                mine, theirs = got.vs_sdk.ours, got.vs_sdk.sdk
+                floor_added = got.floor.paired / n * 1000
+                added = got.vs_sdk.paired / n * 1000
                 row: dict[str, Any] = {
                     "benchmark": "mcp", "transport": transport, "tool": tool, "calls": n,
                     "ours_ms_per_call": round(mine / n * 1000, 3),
                     "sdk_ms_per_call": round(theirs / n * 1000, 3),
                     "ratio": round(mine / theirs, 3),
                     "added_ms_per_call": round((mine - theirs) / n * 1000, 3),
-                    "added_ms_per_call_paired": round(paired / n * 1000, 3),
-                    "ours_without_transport_ms_per_call": round(alone / n * 1000, 3),
-                    "agent_loop_ms_per_call": round(loop / n * 1000, 3),
-                    "mcp_adapter_added_ms_per_call": round((mine - theirs - loop) / n * 1000,
+                    "added_ms_per_call_paired": round(added, 3),
+                    # the standard error of that median: what the round trip's own noise
+                    # lets this run resolve (more --calls narrow it)
+                    "paired_error_ms_per_call": round(got.vs_sdk.paired_error / n * 1000, 3),
+                    "ours_without_transport_ms_per_call": round(got.alone / n * 1000, 3),
+                    "agent_loop_ms_per_call": round(got.loop / n * 1000, 3),
+                    # the floor: plain work of our warm size run after each SDK call
+                    "floor_added_ms_per_call": round(floor_added, 3),
+                    "ours_over_floor": round(added / floor_added, 2) if floor_added > 0 else None,
+                    "mcp_adapter_added_ms_per_call": round((mine - theirs - got.loop) / n * 1000,
                                                            3)}
                 if tool == "slow":
                     row["target"] = "ratio <= 1.05"
@@ -348,12 +416,13 @@ def a2a_row(calls: int, rounds: int) -> dict[str, Any]:
     try:
         agent = a2a_agent(url, name="bench")
 
-        async def body() -> tuple[float, float]:
+        async def body() -> Paired:
             await ours_a2a(agent, 1)              # the card read once, as the SDK's
             return await alternate(rounds, lambda: ours_a2a(agent, calls),
                                    lambda: sdk_a2a(url, calls))
 
-        mine, theirs = anyio.run(body)
+        got = anyio.run(body)
+        mine, theirs = got.ours, got.sdk
     finally:
         proc.terminate()
         proc.wait(timeout=30)
