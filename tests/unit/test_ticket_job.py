@@ -111,3 +111,34 @@ def test_the_signals_that_raise_priority_come_from_the_environment(job, monkeypa
         "high", "priority raised to high (legal and outage, was low)")
     assert raised_priority("high", ["legal (lawyer)"], RAISE_PRIORITY) == ("high", "")
     assert raised_priority("low", ["angry customer (rude)"], RAISE_PRIORITY) == ("low", "")
+
+
+def test_a_remote_worker_reads_the_examples_columns_the_job_named(tmp_path, monkeypatch):
+    import csv
+
+    from foreperson.errors import InputError
+    from foreperson.tickets.job import JobOptions, _remote_hint
+    from foreperson.tickets.model import load_examples
+
+    path = tmp_path / "labelled.csv"     # columns no detector knows
+    with path.open("w", newline="", encoding="utf-8") as out:
+        rows = csv.writer(out)
+        rows.writerow(["Beschreibung", "Abteilung", "Antwort des Teams"])
+        for e in examples():
+            rows.writerow([e.text, e.category, e.answer])
+    named = {"text_column": "Beschreibung", "label_column": "Abteilung",
+             "answer_column": "Antwort des Teams"}
+    theirs = TicketJob(TicketModel(load_examples(path, **named)))  # what the job runs
+    monkeypatch.setenv("FOREPERSON_TICKETS_EXAMPLES", str(path))
+    with pytest.raises(InputError):             # without the columns: not readable
+        TicketJob.from_environment()
+    hint = _remote_hint(JobOptions(tmp_path / "in.csv", examples=path,
+                                   **{f"examples_{k}": v for k, v in named.items()}))
+    assert "FOREPERSON_TICKETS_EXAMPLES_TEXT_COLUMN=Beschreibung" in hint
+    assert "FOREPERSON_TICKETS_EXAMPLES_ANSWER_COLUMN='Antwort des Teams'" in hint
+    monkeypatch.setenv("FOREPERSON_TICKETS_EXAMPLES_TEXT_COLUMN", "Beschreibung")
+    monkeypatch.setenv("FOREPERSON_TICKETS_EXAMPLES_LABEL_COLUMN", "Abteilung")
+    monkeypatch.setenv("FOREPERSON_TICKETS_EXAMPLES_ANSWER_COLUMN", "Antwort des Teams")
+    mine = TicketJob.from_environment()
+    assert mine.fingerprint == theirs.fingerprint      # so it claims the job's tasks
+    assert mine.model.examples[0].answer == examples()[0].answer

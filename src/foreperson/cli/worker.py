@@ -90,8 +90,9 @@ def worker(
     stale tasks; drains gracefully on SIGTERM/SIGINT.
 
     The ticket job's workers: foreperson worker foreperson.tickets.job --dsn DSN
-    (they read FOREPERSON_TICKETS_EXAMPLES, FOREPERSON_TICKETS_MODEL and
-    FOREPERSON_TICKETS_BASE_URL, which must match the job's --examples / --model)."""
+    (they read FOREPERSON_TICKETS_EXAMPLES with its _TEXT_COLUMN / _LABEL_COLUMN /
+    _ANSWER_COLUMN, FOREPERSON_TICKETS_MODEL and FOREPERSON_TICKETS_BASE_URL, which must
+    match the job's --examples, --examples-*-column and --model)."""
     from ._common import configure_logging
     configure_logging(log_level)
     from ..work.process import AppWorker, default_worker_name, load_app, process_supervisor, serve

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import shlex
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -492,6 +493,10 @@ def _remote_hint(options: JobOptions) -> str:
     env = []
     if options.examples is not None:
         env.append(f"FOREPERSON_TICKETS_EXAMPLES={options.examples.resolve()}")
+        for role in ("text", "label", "answer"):
+            name = getattr(options, f"examples_{role}_column")
+            if name:
+                env.append(f"FOREPERSON_TICKETS_EXAMPLES_{role.upper()}_COLUMN={shlex.quote(name)}")
     if options.model is not None:
         env.append(f"FOREPERSON_TICKETS_MODEL={options.model}")
     if options.base_url is not None:

@@ -279,7 +279,9 @@ class TicketJob:
     @classmethod
     def from_environment(cls) -> TicketJob:
         """The job a ``foreperson worker foreperson.tickets.job`` process runs:
-        ``FOREPERSON_TICKETS_EXAMPLES`` (a labelled file; default the bundled examples),
+        ``FOREPERSON_TICKETS_EXAMPLES`` (a labelled file; default the bundled examples)
+        and ``FOREPERSON_TICKETS_EXAMPLES_TEXT_COLUMN`` / ``_LABEL_COLUMN`` /
+        ``_ANSWER_COLUMN`` (its columns, as ``--examples-text-column`` …),
         ``FOREPERSON_TICKETS_MODEL`` and ``FOREPERSON_TICKETS_BASE_URL`` (a language model
         instead of the offline one) and ``FOREPERSON_TICKETS_TIMEOUT_S`` (seconds one
         request to it may take, ``--timeout``). The examples and model must match the
@@ -289,9 +291,14 @@ class TicketJob:
         Raises:
             ConfigurationError: ``FOREPERSON_TICKETS_TIMEOUT_S`` is not a number of
                 seconds > 0, or the model cannot be built.
+            InputError: the examples file cannot be read, or a column named does not
+                exist in it.
         """
         path = os.environ.get("FOREPERSON_TICKETS_EXAMPLES")
-        examples = load_examples(path) if path else bundled_examples()
+        columns = {f"{role}_column":
+                   os.environ.get(f"FOREPERSON_TICKETS_EXAMPLES_{role.upper()}_COLUMN") or None
+                   for role in ("text", "label", "answer")}
+        examples = load_examples(path, **columns) if path else bundled_examples()
         llm = os.environ.get("FOREPERSON_TICKETS_MODEL")
         if llm:
             from .llm import LlmTicketModel
@@ -350,7 +357,8 @@ class TicketJob:
             return GiveUp("this worker's ticket model differs from the job's (other "
                           "examples or model): start `foreperson worker "
                           "foreperson.tickets.job` with the same FOREPERSON_TICKETS_EXAMPLES "
-                          "/ FOREPERSON_TICKETS_MODEL as the job, then `foreperson retry "
+                          "(and its _*_COLUMN settings) / FOREPERSON_TICKETS_MODEL as the "
+                          "job, then `foreperson retry "
                           "--all-dead`")
         return None
 
