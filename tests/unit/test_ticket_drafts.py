@@ -8,6 +8,7 @@ import pytest
 from foreperson.errors import ConfigurationError
 from foreperson.tickets.drafts import (
     borrowed_claims,
+    complete_letter,
     fill_placeholders,
     informal_reply,
     load_never_send,
@@ -488,3 +489,18 @@ def test_a_copied_answer_with_a_loose_end_needs_a_person():
     assert draft["example"] >= 0
     assert ("draft sends the customer back to us with nothing to send (contact support)"
             in draft["flags"])
+
+
+def test_a_copied_answer_without_greeting_or_closing_becomes_a_letter():
+    assert complete_letter("Restart the printer and the router.", "Printer offline.",
+                           "en") == ("Hello,\n\nRestart the printer and the router.\n\n"
+                                     "Kind regards,\nCustomer Support")
+    assert complete_letter("Guten Tag,\nstarten Sie den Drucker neu.", "Drucker offline.",
+                           "de").endswith("Mit freundlichen Grüßen\nIhr Kundenservice")
+    assert complete_letter("Reinicie la impresora.\n\nSaludos,\nSoporte", "Impresora.",
+                           "es") == "Hola:\n\nReinicie la impresora.\n\nSaludos,\nSoporte"
+
+
+def test_a_letter_with_both_is_left_as_it_is():
+    letter = "Hello,\n\nRestart it.\n\nBest regards,\nSupport Team"
+    assert complete_letter(letter, "It is offline.", "en") == letter

@@ -109,7 +109,8 @@ def test_with_examples_the_draft_is_the_nearest_answer_of_the_same_label_and_lan
     draft = model.draft("Meine Rechnung hat einen falschen Betrag", "Billing", "de")
     example = model.examples[draft["example"]]
     assert (example.category, example.language) == ("Billing", "de")
-    assert draft["draft_reply"] == BILLING_DE
+    # the example's answer, as a letter: greeted, and "Danke." already signs off
+    assert draft["draft_reply"] == "Guten Tag,\n\n" + BILLING_DE
     assert draft["flags"] == []
 
 

@@ -59,11 +59,11 @@ from ._patterns import (
     UNNAMED_PLACES,
 )
 
-__all__ = ["MAX_NEVER_SEND", "TEMPLATE_CATEGORIES", "borrowed_claims", "draft_promises",
-           "fill_placeholders", "foreign_identifiers", "informal_reply", "load_never_send",
-           "loose_ends", "never_send", "personal_greeting", "placeholders", "references",
-           "request_mismatches", "signature_name", "swap_references", "template_reply",
-           "typed_references"]
+__all__ = ["MAX_NEVER_SEND", "TEMPLATE_CATEGORIES", "borrowed_claims", "complete_letter",
+           "draft_promises", "fill_placeholders", "foreign_identifiers", "informal_reply",
+           "load_never_send", "loose_ends", "never_send", "personal_greeting", "placeholders",
+           "references", "request_mismatches", "signature_name", "swap_references",
+           "template_reply", "typed_references"]
 
 # Per language: greeting with and without a name, the reference sentence, the closing,
 # and per category (acknowledge, what happens next, what we need).
@@ -398,6 +398,44 @@ def personal_greeting(answer: str, ticket: str, language: str) -> str:
     named, plain = (str(part) for part in words["hello"])  # type: ignore[attr-defined]
     name = signature_name(ticket)
     return (named.format(name=name) if name else plain) + answer[match.end():]
+
+
+_OPENS = re.compile(
+    r"^\s*(?i:dear|hello|hi|good (?:morning|afternoon|evening)|greetings|sehr geehrte|liebe|"
+    r"hallo|guten (?:tag|morgen|abend)|estimad[oa]s?|hola|querid[oa]|buen[oa]s (?:d[íi]as|tardes)|"
+    r"bonjour|bonsoir|ch[eè]re?s?|madame|monsieur|caro|cara|prezad[oa]s?|ol[áa]|oi|bom dia|"
+    r"boa tarde)\b")
+_CLOSES = re.compile(
+    r"(?i:regards|sincerely|best wishes|yours|thank you|thanks|cheers|gr[üu][ßs]+e|gr[üu][ßs]+en|"
+    r"gru[ßs]|vielen dank|danke|saludos|atentamente|cordialmente|gracias|cordialement|"
+    r"salutations|merci|bien [àa] vous|atenciosamente|abra[çc]os|obrigad[oa]|cumprimentos)")
+
+
+def complete_letter(answer: str, ticket: str, language: str) -> str:
+    """``answer`` as a letter: the greeting of ``language`` put first when it opens
+    with none (this ticket's customer by name when the ticket's sign-off gives one),
+    and its closing put last when none of its last three lines signs off. Reviewers
+    send back a reply that starts or stops mid-conversation.
+
+    Args:
+        answer: the reply text.
+        ticket: the ticket's text (for the customer's name).
+        language: the reply's language code (``en``, ``de``, ``es``, ``fr``, ``pt``;
+            another falls back to English words).
+
+    Returns:
+        the reply, unchanged when it has both.
+    """
+    words = _TEXT.get(language, _TEXT["en"])
+    text = answer.strip()
+    if not _OPENS.match(text):
+        named, plain = (str(part) for part in words["hello"])  # type: ignore[attr-defined]
+        name = signature_name(ticket)
+        text = (named.format(name=name) if name else plain) + "\n\n" + text
+    tail = [line for line in text.splitlines() if line.strip()][-3:]
+    if not any(_CLOSES.search(line) for line in tail):
+        text += "\n\n" + str(words["bye"])
+    return text
 
 
 def placeholders(text: str) -> list[str]:

@@ -54,6 +54,7 @@ from ._tfidf import Similarities
 from .drafts import (
     TEMPLATE_CATEGORIES,
     borrowed_claims,
+    complete_letter,
     fill_placeholders,
     foreign_identifiers,
     informal_reply,
@@ -516,7 +517,8 @@ class TicketModel:
                 break
             index = self._answered[k]
             example = self.examples[index]
-            answer = personal_greeting(example.answer, text, language)   # never another's name
+            answer = complete_letter(personal_greeting(example.answer, text, language),
+                                     text, language)     # never another's name
             answer = swap_references(answer, example.text, text)       # the ticket's order number
             mismatch = request_mismatches(example.text, answer, text, language)
             if best is None or not mismatch:
