@@ -156,7 +156,9 @@ def test_examples_file_sets_the_categories(tmp_path):
     results = {r["id"]: r for r in read_results(tmp_path / "o.jsonl")}
     assert results["a"]["category"] == "Billing Desk"
     assert results["b"]["category"] == "Tech Desk"
-    assert results["b"]["draft_reply"] == "Please update the app."
+    # the example's answer, made a letter (greeting and closing of the language)
+    assert results["b"]["draft_reply"] == ("Hello,\n\nPlease update the app.\n\n"
+                                           "Kind regards,\nCustomer Support")
     db, _ = default_names(tmp_path / "in.csv")
     assert (tmp_path / db).exists()        # the default --db
 
